@@ -1,0 +1,6 @@
+"""zoo: a Transformer architecture zoo built from one Block."""
+
+from omegaconf import OmegaConf
+
+# Config arithmetic, e.g. `d_ff: ${multiply:4,${.d_model}}`.
+OmegaConf.register_new_resolver("multiply", lambda a, b: a * b, replace=True)

@@ -1,0 +1,60 @@
+"""Autoregressive decoding with temperature, top-k and top-p, using the KV cache."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
+    """Set to -inf every logit (B, V) outside the top k, and outside the smallest set
+    whose probability reaches top_p (nucleus)."""
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p  # keep the token that crosses top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokens: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
+
+    ``temperature=0`` is greedy decoding. With ``use_cache`` each step feeds only the
+    newest token and reuses the cached keys/values; without it every step recomputes
+    the whole (context-cropped) sequence. When the sequence outgrows the model's
+    context, the cache restarts from the last ``context`` tokens.
+    """
+    was_training = model.training
+    model.eval()
+    cache = None
+    for _ in range(max_new_tokens):
+        if use_cache and cache is not None and cache.length < model.context:
+            logits = model(tokens[:, -1:], cache=cache)
+        else:
+            window = tokens[:, -model.context + (1 if use_cache else 0):] if tokens.shape[1] >= model.context else tokens
+            cache = model.new_cache() if use_cache else None
+            logits = model(window, cache=cache)
+        logits = logits[:, -1, :].float()
+        if temperature == 0:
+            next_token = logits.argmax(dim=-1, keepdim=True)
+        else:
+            probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
+            next_token = torch.multinomial(probs, 1, generator=generator)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    model.train(was_training)
+    return tokens
+

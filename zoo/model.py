@@ -1,0 +1,125 @@
+"""The backbone: embedder -> stack of Blocks (under a mask) -> head.
+
+:class:`Model` is every single-stack family (GPT, BERT, ViT, Llama); an
+encoder-decoder joins two stacks. Which family it is comes from the pieces it
+is given, never from a branch in here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor, nn
+
+from zoo.nn.block import Block, BlockConfig
+from zoo.nn.cache import KVCache
+from zoo.nn.norms import make_norm
+from zoo.nn.positions import RotaryEmbedding
+
+
+class Stack(nn.Module):
+    """``n_layers`` identical Blocks, then (pre-LN stacks) a final norm."""
+
+    def __init__(self, block: BlockConfig, n_layers: int, cross_attention: bool = False, final_norm: bool = True):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
+        self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        bias: Tensor | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        context: Tensor | None = None,
+        context_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """(B, L, D) -> (B, L, D); arguments as for :meth:`Block.forward`."""
+        for i, block in enumerate(self.blocks):
+            layer_cache = None if cache is None else cache.layers[i]
+            x = block(x, mask, is_causal, bias, rope, context, context_mask, layer_cache)
+        return x if self.norm is None else self.norm(x)
+
+
+def init_weights(module: nn.Module, std: float, n_layers: int) -> None:
+    """GPT-2's initialisation: N(0, std) weights, zero biases, and the projections
+    that write into the residual stream scaled down by sqrt(2 * n_layers) so the
+    residual's variance does not grow with depth."""
+    for name, m in module.named_modules():
+        if isinstance(m, nn.Linear):
+            residual = name.endswith(("attn.out", "ffn.fc_out"))
+            nn.init.normal_(m.weight, std=std / math.sqrt(2 * n_layers) if residual else std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std)
+
+
+class Model(nn.Module):
+    """One stack of Blocks between an embedder and a head.
+
+    Args:
+        embedder: input -> (B, L, D), e.g. ``TokenEmbedder``.
+        mask: a mask from ``zoo.nn.masks`` (``CausalMask()``, ``NoMask()``, ...).
+        block: the Block's shape and knobs, shared by all layers.
+        n_layers: number of Blocks.
+        head: (B, L, D) -> outputs, e.g. ``LMHead``.
+        final_norm: a norm after the last Block (pre-LN models have one).
+        tie_embeddings: the head's matrix is the token embedding's.
+        rotary: rotary positions inside attention (positions then are not in the embedder).
+        context: the longest sequence the model accepts.
+        init_std: std of the normal initialisation.
+    """
+
+    def __init__(
+        self,
+        embedder: nn.Module,
+        mask,
+        block: BlockConfig,
+        n_layers: int,
+        head: nn.Module,
+        context: int,
+        final_norm: bool = True,
+        tie_embeddings: bool = False,
+        rotary: bool = False,
+        rotary_base: float = 10000.0,
+        init_std: float = 0.02,
+    ):
+        super().__init__()
+        self.embedder, self.mask, self.head = embedder, mask, head
+        self.stack = Stack(block, n_layers, final_norm=final_norm)
+        self.rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
+        self.context, self.n_layers = context, n_layers
+        init_weights(self, init_std, n_layers)
+        if tie_embeddings:
+            head.tie(embedder.tokens)
+
+    def forward(
+        self,
+        inputs: Tensor,
+        key_padding: Tensor | None = None,
+        prefix_len: Tensor | None = None,
+        cache: KVCache | None = None,
+        **embed_kwargs,
+    ) -> Tensor:
+        """inputs (B, L) token ids (or what the embedder takes) -> head output, e.g. (B, L, V).
+
+        key_padding (B, L): True at real positions. prefix_len (B,): for prefix-LM masks.
+        cache: decode incrementally, ``inputs`` being the new positions only.
+        """
+        start = 0 if cache is None else cache.length
+        x = self.embedder(inputs, start=start, **embed_kwargs)
+        length = x.shape[1]
+        mask, is_causal = self.mask(length, start + length, x.device, key_padding, prefix_len)
+        rope = None if self.rope is None else self.rope(length, start)
+        return self.head(self.stack(x, mask, is_causal, rope=rope, cache=cache))
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.n_layers)
+
+    def num_params(self, embedding: bool = True) -> int:
+        """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""
+        total = sum(p.numel() for p in self.parameters())
+        return total if embedding else total - sum(p.numel() for p in self.embedder.parameters())

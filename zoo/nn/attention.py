@@ -1,0 +1,157 @@
+"""Multi-head attention: the one attention layer every family uses.
+
+Self- and cross-attention are the same module; the only difference is where
+keys and values come from (the sequence itself, or the encoder's output).
+Positions that act inside attention arrive as arguments: an additive ``bias``
+(T5's relative bias) or a ``rope`` table (rotary). The mask arrives as an
+argument too, so this file knows nothing about model families.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.nn.cache import LayerCache
+from zoo.nn.positions import apply_rotary
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    bias: Tensor | None = None,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    return_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Scaled dot-product attention, softmax(q k^T * scale + bias) v.
+
+    q: (B, H, Lq, Dh); k, v: (B, H, Lk, Dh) (k/v may have fewer heads: grouped-query,
+    repeated here). ``mask``: bool, broadcastable to (B, H, Lq, Lk), True = may attend.
+    ``bias``: additive float, broadcastable to (B, H, Lq, Lk). ``scale`` defaults to
+    1/sqrt(Dh). Returns (output (B, H, Lq, Dh), weights (B, H, Lq, Lk) or None).
+
+    The normal path is ``F.scaled_dot_product_attention`` (flash / memory-efficient
+    kernels). ``return_weights=True`` takes the explicit path, which computes the
+    same thing step by step and also returns the attention weights; it is for
+    inspection (attention maps), not training.
+    """
+    if k.shape[1] != q.shape[1]:  # grouped-query attention: share each kv head
+        repeat = q.shape[1] // k.shape[1]
+        k = k.repeat_interleave(repeat, dim=1)
+        v = v.repeat_interleave(repeat, dim=1)
+    if bias is not None:  # fold the boolean mask into the additive bias
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        mask = bias.to(q.dtype)
+    if not return_weights:
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale
+        )
+        return out, None
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        lq, lk = scores.shape[-2:]
+        keep = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    weights = scores.softmax(dim=-1)
+    weights = F.dropout(weights, dropout) if dropout > 0 else weights
+    return weights @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Project to heads, attend, merge heads, project out.
+
+    Args:
+        d_model: model width.
+        n_heads: query heads; ``d_model`` must divide by it.
+        n_kv_heads: key/value heads (fewer than ``n_heads`` = grouped-query attention).
+        bias_q, bias_k, bias_v, bias_out: a bias on each projection (Whisper has no
+            key bias; T5 and Llama have none at all).
+        scale: logit scale; None = 1/sqrt(d_head); T5 uses 1.0.
+        dropout: dropout on the attention weights (training only).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        bias_q: bool = True,
+        bias_k: bool = True,
+        bias_v: bool = True,
+        bias_out: bool = True,
+        scale: float | None = None,
+        dropout: float = 0.0,
+        d_head: int | None = None,
+    ):
+        super().__init__()
+        n_kv_heads = n_kv_heads or n_heads
+        if d_head is None and d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}")
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
+        self.d_head = d_head or d_model // n_heads
+        self.scale, self.dropout = scale, dropout
+        self.q = nn.Linear(d_model, n_heads * self.d_head, bias=bias_q)
+        self.k = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias_k)
+        self.v = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias_v)
+        self.out = nn.Linear(n_heads * self.d_head, d_model, bias=bias_out)
+        # Inspection path (attention maps): when True, the explicit path runs and
+        # the last weights are kept in ``last_weights`` (B, H, Lq, Lk).
+        self.keep_weights = False
+        self.last_weights: Tensor | None = None
+
+    def _heads(self, x: Tensor, n: int) -> Tensor:
+        """(B, L, n*Dh) -> (B, n, L, Dh)."""
+        b, length, _ = x.shape
+        return x.view(b, length, n, self.d_head).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        bias: Tensor | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        cache: LayerCache | None = None,
+        cross: bool = False,
+    ) -> Tensor:
+        """x: (B, L, D); context: (B, S, D) for cross-attention (None = self-attention).
+
+        ``cache`` (incremental decoding): for self-attention the new keys/values are
+        appended; for cross-attention (``cross=True``) they are computed from
+        ``context`` once and reused afterwards. ``rope``: (cos, sin), each (L, Dh).
+        """
+        q = self._heads(self.q(x), self.n_heads)
+        if cross and cache is not None and cache.cross is not None:
+            k, v = cache.cross
+        else:
+            source = x if context is None else context
+            k = self._heads(self.k(source), self.n_kv_heads)
+            v = self._heads(self.v(source), self.n_kv_heads)
+            if rope is not None:
+                q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            if cache is not None:
+                if cross:
+                    cache.cross = (k, v)
+                else:
+                    k, v = cache.append(k, v)
+        out, weights = attention(
+            q, k, v, mask=mask, is_causal=is_causal, bias=bias, scale=self.scale,
+            dropout=self.dropout if self.training else 0.0, return_weights=self.keep_weights,
+        )
+        self.last_weights = weights
+        b, _, length, _ = out.shape
+        return self.out(out.transpose(1, 2).reshape(b, length, self.n_heads * self.d_head))

@@ -1,0 +1,105 @@
+"""The Block: attention + feed-forward, each inside a residual connection and a norm.
+
+Every model in the zoo is a stack of this one class. It never branches on a
+model family: families differ in the knobs of :class:`BlockConfig`, which are
+exactly the ones the real checkpoints differ in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from zoo.nn.attention import MultiHeadAttention
+from zoo.nn.cache import LayerCache
+from zoo.nn.feedforward import FeedForward
+from zoo.nn.norms import make_norm
+
+
+@dataclass
+class BlockConfig:
+    """The Block's shape and knobs (see the table in DESIGN.md)."""
+
+    d_model: int = 384
+    n_heads: int = 6
+    d_ff: int = 1536
+    n_kv_heads: int | None = None  # fewer than n_heads: grouped-query attention
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    norm_eps: float = 1e-5
+    norm_bias: bool = True  # LayerNorm's bias (RMSNorm has none)
+    prenorm: bool = True  # pre-LN (GPT, ViT, T5, ...) or post-LN (original, BERT)
+    activation: str = "gelu"  # relu | gelu | gelu_tanh | quick_gelu | silu
+    gated: bool = False  # GEGLU / SwiGLU
+    bias_q: bool = True
+    bias_k: bool = True
+    bias_v: bool = True
+    bias_out: bool = True
+    bias_ffn: bool = True
+    attn_scale: float | None = None  # None = 1/sqrt(d_head); T5 uses 1.0
+    dropout: float = 0.0  # on each residual branch
+    attn_dropout: float = 0.0  # on the attention weights
+    ffn_dropout: float = 0.0  # inside the feed-forward, after the activation
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; residual + norm around each."""
+
+    def __init__(self, cfg: BlockConfig, cross_attention: bool = False):
+        super().__init__()
+        self.prenorm = cfg.prenorm
+
+        def attn() -> MultiHeadAttention:
+            return MultiHeadAttention(
+                cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias_q, cfg.bias_k, cfg.bias_v,
+                cfg.bias_out, cfg.attn_scale, cfg.attn_dropout,
+            )
+
+        def norm() -> nn.Module:
+            return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
+
+        self.attn, self.attn_norm = attn(), norm()
+        self.cross_attn = attn() if cross_attention else None
+        self.cross_norm = norm() if cross_attention else None
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated, cfg.bias_ffn, cfg.ffn_dropout)
+        self.ffn_norm = norm()
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _residual(self, x: Tensor, norm: nn.Module, sublayer) -> Tensor:
+        if self.prenorm:
+            return x + self.dropout(sublayer(norm(x)))
+        return norm(x + self.dropout(sublayer(x)))
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        bias: Tensor | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        context: Tensor | None = None,
+        context_mask: Tensor | None = None,
+        cache: LayerCache | None = None,
+    ) -> Tensor:
+        """x: (B, L, D) -> (B, L, D).
+
+        mask / is_causal / bias / rope: for self-attention (see ``attention``).
+        context (B, S, D) and context_mask (bool, broadcastable to (B, 1, L, S)): the
+        encoder output that cross-attention reads.
+        """
+        x = self._residual(x, self.attn_norm, lambda h: self.attn(
+            h, mask=mask, is_causal=is_causal, bias=bias, rope=rope, cache=cache))
+        if self.cross_attn is not None:
+            x = self._residual(x, self.cross_norm, lambda h: self.cross_attn(
+                h, context=context, mask=context_mask, cache=cache, cross=True))
+        return self._residual(x, self.ffn_norm, self.ffn)

@@ -1,0 +1,72 @@
+"""Input embedders: how an input becomes a sequence of d_model vectors (B, L, D).
+
+One class per kind of input. Each takes ``start`` (the position of the first
+input, for incremental decoding with a KV cache).
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor, nn
+
+from zoo.nn.positions import LearnedPositions, SinusoidalPositions
+
+
+def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+    """Positions added to the input: ``learned``, ``sinusoidal``, ``sinusoidal_concat``
+    (Whisper's layout) or ``none`` (rotary / relative positions act inside attention)."""
+    if kind == "learned":
+        return LearnedPositions(max_len, d_model)
+    if kind == "sinusoidal":
+        return SinusoidalPositions(max_len, d_model, "interleaved")
+    if kind == "sinusoidal_concat":
+        return SinusoidalPositions(max_len, d_model, "concat")
+    if kind == "none":
+        return None
+    raise ValueError(f"unknown positions {kind!r}: expected learned, sinusoidal, sinusoidal_concat or none")
+
+
+class TokenEmbedder(nn.Module):
+    """Token ids -> vectors: token embedding (x sqrt(d) if ``scale``) + positions
+    (+ segment embedding), then optional LayerNorm and dropout.
+
+    GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
+    positions + 2 segments + LayerNorm. T5 / Llama: no positions here.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        max_len: int,
+        positions: str = "learned",
+        scale: bool = False,
+        n_segments: int = 0,
+        norm_eps: float | None = None,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.tokens.weight, std=0.02)
+        self.positions = make_positions(positions, max_len, d_model)
+        self.segments = nn.Embedding(n_segments, d_model) if n_segments else None
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+
+    def forward(self, tokens: Tensor, start: int = 0, segments: Tensor | None = None) -> Tensor:
+        """tokens (B, L) int -> (B, L, D)."""
+        x = self.tokens(tokens) * self.scale
+        if self.positions is not None:
+            x = x + self.positions(tokens.shape[1], start)
+        elif start + tokens.shape[1] > self.max_len:
+            raise ValueError(
+                f"sequence of length {start + tokens.shape[1]} is longer than the model's context of {self.max_len}"
+            )
+        if self.segments is not None:
+            x = x + self.segments(segments if segments is not None else tokens.new_zeros(tokens.shape))
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)

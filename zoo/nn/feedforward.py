@@ -1,0 +1,56 @@
+"""The position-wise feed-forward network, plain or gated."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def quick_gelu(x: Tensor) -> Tensor:
+    """CLIP's sigmoid approximation of GELU."""
+    return x * torch.sigmoid(1.702 * x)
+
+
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,  # exact (erf) GELU: BERT, ViT, Whisper
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2, T5 v1.1
+    "quick_gelu": quick_gelu,  # CLIP
+    "silu": F.silu,  # Llama (SwiGLU when gated)
+}
+
+
+def get_activation(name: str):
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}: expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class FeedForward(nn.Module):
+    """x -> act(x W_in) W_out, or with ``gated=True``: (act(x W_gate) * x W_in) W_out.
+
+    Gated variants: GEGLU (gelu, T5 v1.1), SwiGLU (silu, Llama).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str = "gelu",
+        gated: bool = False,
+        bias: bool = True,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.act = get_activation(activation)
+        self.gate = nn.Linear(d_model, d_ff, bias=bias) if gated else None
+        self.fc_in = nn.Linear(d_model, d_ff, bias=bias)
+        self.fc_out = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, L, D)."""
+        h = self.fc_in(x)
+        h = self.act(h) if self.gate is None else self.act(self.gate(x)) * h
+        return self.fc_out(self.dropout(h))

@@ -1,0 +1,99 @@
+"""Position information, kept outside the Block.
+
+Added to the input (in the embedder): :class:`LearnedPositions`,
+:class:`SinusoidalPositions`. Acting inside attention (passed to every Block
+as an argument): :class:`RotaryEmbedding` (a cos/sin table). T5's relative
+position bias is an additive attention bias of the same kind.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def _check_length(start: int, length: int, max_len: int) -> None:
+    if start + length > max_len:
+        raise ValueError(
+            f"sequence of length {start + length} is longer than the model's context of {max_len} positions"
+        )
+
+
+class LearnedPositions(nn.Module):
+    """A trained vector per position (GPT, BERT, ViT, Whisper's decoder)."""
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.zeros(max_len, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, length: int, start: int = 0) -> Tensor:
+        """Vectors for positions start..start+length-1: (length, D)."""
+        _check_length(start, length, self.max_len)
+        return self.weight[start : start + length]
+
+
+def sinusoids(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """The fixed sinusoidal table (max_len, d_model).
+
+    ``interleaved`` is the paper's formula: PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+    PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). ``concat`` is Whisper's variant: all
+    sines, then all cosines, with timescales spread over d/2 - 1 steps.
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    if layout == "interleaved":
+        inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        table = torch.zeros(max_len, d_model, dtype=torch.float64)
+        table[:, 0::2] = torch.sin(pos * inv_freq)
+        table[:, 1::2] = torch.cos(pos * inv_freq)
+    elif layout == "concat":
+        half = d_model // 2
+        inv_freq = torch.exp(-math.log(10000.0) / (half - 1) * torch.arange(half, dtype=torch.float64))
+        table = torch.cat([torch.sin(pos * inv_freq), torch.cos(pos * inv_freq)], dim=1)
+    else:
+        raise ValueError(f"unknown sinusoid layout {layout!r}: expected 'interleaved' or 'concat'")
+    return table.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal positions (the original Transformer; Whisper's encoder)."""
+
+    def __init__(self, max_len: int, d_model: int, layout: str = "interleaved"):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("weight", sinusoids(max_len, d_model, layout))
+
+    def forward(self, length: int, start: int = 0) -> Tensor:
+        _check_length(start, length, self.max_len)
+        return self.weight[start : start + length]
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoFormer; Llama): a cos/sin table per position.
+
+    The table is computed once per forward and handed to every Block, which rotates
+    queries and keys with :func:`apply_rotary` (the "rotate half" convention).
+    """
+
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        self.max_len = max_len
+        inv_freq = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        freqs = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
+        angles = torch.cat([freqs, freqs], dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, length: int, start: int = 0) -> tuple[Tensor, Tensor]:
+        """(cos, sin), each (length, d_head)."""
+        _check_length(start, length, self.max_len)
+        return self.cos[start : start + length], self.sin[start : start + length]
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate x (B, H, L, Dh) by the angles of its positions."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin

@@ -1,0 +1,56 @@
+"""What every objective shares: building the network from its config, the optimizer,
+the LR schedule, ``torch.compile`` and the bookkeeping for checkpoints."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from zoo.objectives.optim import adamw, warmup_cosine
+
+
+def plain(cfg: Any) -> Any:
+    """A resolved plain-Python copy of a config (what checkpoints store)."""
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+class Objective(L.LightningModule):
+    """Base Lightning module: owns ``self.net`` (built from its config), the optimizer
+    and the schedule. Subclasses implement ``training_step`` / ``validation_step``.
+
+    Args:
+        net: the network's config (a Hydra ``_target_`` tree); stored in the checkpoint
+            so that ``load_from_checkpoint`` rebuilds the same network.
+        optim: AdamW + schedule settings (conf/optim).
+        input_kind: what the network reads (text, image, audio, ...); train.py checks it
+            against what the data module provides.
+        compile: apply ``torch.compile`` to the network.
+        tokenizer: the data's tokenizer state, stored so that a checkpoint can decode.
+    """
+
+    def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
+                 tokenizer: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters({"net": plain(net), "optim": plain(optim), "input_kind": input_kind,
+                                   "compile": compile, "tokenizer": plain(tokenizer)})
+        self.net = hydra.utils.instantiate(self.hparams.net)
+        self.forward_net = torch.compile(self.net) if compile else self.net
+
+    def configure_optimizers(self):
+        o = self.hparams.optim
+        # Under FSDP the wrapped model's parameters are the ones to optimise.
+        model = self.trainer.model if self.trainer is not None and self.trainer.model is not None else self
+        optimizer = adamw(model, o["lr"], o["betas"], o["weight_decay"])
+        decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
+        if not decay_steps or decay_steps < 0:
+            raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
+                             "the learning-rate schedule needs a length")
+        schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
+                           lr=o["lr"], min_lr=o["min_lr"])
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

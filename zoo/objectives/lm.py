@@ -1,0 +1,59 @@
+"""Next-token language modelling (GPT, Llama): predict token t+1 from tokens <= t."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_only
+
+from zoo.data.tokenizers import tokenizer_from_state
+from zoo.generate import generate
+from zoo.objectives.base import Objective
+
+
+class NextTokenLM(Objective):
+    """Cross-entropy of the next token. Batches are (inputs, targets), both (B, L) ids.
+
+    Args (besides :class:`Objective`'s):
+        sample_prompt / sample_tokens: at the end of training, a sample of this many
+            tokens after this prompt is printed and saved to ``samples.txt``.
+    """
+
+    def __init__(self, *args, sample_prompt: str = "\n", sample_tokens: int = 300, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
+
+    def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        inputs, targets = batch
+        logits = self.forward_net(inputs)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        loss = self.loss(batch)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        loss = self.loss(batch)
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
+        self.log("val/ppl", loss.exp(), sync_dist=True)
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        loss = self.loss(batch)
+        self.log("test/loss", loss, sync_dist=True)
+        self.log("test/ppl", loss.exp(), sync_dist=True)
+
+    @rank_zero_only
+    def on_train_end(self) -> None:
+        if not self.sample_tokens or self.hparams.tokenizer is None:
+            return
+        tokenizer = tokenizer_from_state(self.hparams.tokenizer)
+        prompt = torch.tensor([tokenizer.encode(self.sample_prompt)], device=self.device)
+        out = generate(self.net, prompt, self.sample_tokens, temperature=0.8, top_k=200,
+                       generator=torch.Generator(device=self.device).manual_seed(0))
+        text = tokenizer.decode(out[0].tolist())
+        print(f"\n--- sample ---\n{text}\n--------------")
+        if self.trainer.log_dir:
+            Path(self.trainer.log_dir, "samples.txt").write_text(text)

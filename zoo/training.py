@@ -1,0 +1,54 @@
+"""What train.py does, as a function tests can call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+
+def _choice(group: str, default: str) -> str:
+    """The name the user picked for a config group (for error messages)."""
+    if HydraConfig.initialized():
+        return HydraConfig.get().runtime.choices.get(group, default)
+    return default
+
+
+def build(cfg: DictConfig):
+    """Instantiate (datamodule, model) from a composed config, filling ``cfg.dims`` from the data."""
+    datamodule = hydra.utils.instantiate(cfg.data)
+    expects, provides = cfg.model.input_kind, datamodule.provides
+    if expects != provides:
+        raise ValueError(
+            f"model={_choice('model', '?')} expects {expects} input, but data={_choice('data', '?')} "
+            f"provides {provides}: pick a matching pair"
+        )
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    with open_dict(cfg):
+        cfg.dims = datamodule.dims
+    tokenizer = datamodule.tokenizer.state() if datamodule.tokenizer is not None else None
+    model = hydra.utils.instantiate(cfg.model, tokenizer=tokenizer)
+    return datamodule, model
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, model = build(cfg)
+    callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
+    loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    if trainer.is_global_zero:
+        out = Path(cfg.paths.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.get("test"):
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+        metrics.update({k: float(v) for r in results for k, v in r.items()})
+    return metrics

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from zoo.nn.positions import LearnedPositions, SinusoidalPositions
@@ -67,6 +68,47 @@ class TokenEmbedder(nn.Module):
             )
         if self.segments is not None:
             x = x + self.segments(segments if segments is not None else tokens.new_zeros(tokens.shape))
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)
+
+
+class PatchEmbedder(nn.Module):
+    """Images -> patch vectors: a conv patchify (kernel = stride = patch size), a CLS
+    token in front, learned positions, dropout (ViT); optionally a LayerNorm after
+    (CLIP's ``pre_layrnorm``).
+    """
+
+    def __init__(
+        self,
+        image_size: int,
+        patch_size: int,
+        d_model: int,
+        channels: int = 3,
+        cls_token: bool = True,
+        norm_eps: float | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ):
+        super().__init__()
+        if image_size % patch_size:
+            raise ValueError(f"image size {image_size} is not divisible by patch size {patch_size}")
+        self.image_size, self.patch_size = image_size, patch_size
+        self.n_patches = (image_size // patch_size) ** 2
+        self.patchify = nn.Conv2d(channels, d_model, kernel_size=patch_size, stride=patch_size, bias=bias)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if cls_token else None
+        self.positions = LearnedPositions(self.n_patches + int(cls_token), d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, images: Tensor, start: int = 0) -> Tensor:
+        """images (B, C, H, W) -> (B, 1 + N, D), N = (H / patch)^2."""
+        if images.shape[-2:] != (self.image_size, self.image_size):
+            raise ValueError(f"image of size {tuple(images.shape[-2:])}, the model expects {self.image_size}x{self.image_size}")
+        x = self.patchify(images).flatten(2).transpose(1, 2)
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+        x = x + self.positions(x.shape[1])
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -1,0 +1,108 @@
+"""Two stacks of the same Block: the encoder reads the source, the decoder (with
+cross-attention into the encoder's output) writes the target.
+
+The original Transformer, T5 and Whisper are this class with different embedders,
+masks, block knobs and heads.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from zoo.model import Stack, init_weights
+from zoo.nn.block import BlockConfig
+from zoo.nn.cache import KVCache
+from zoo.nn.masks import CausalMask, NoMask, padding_mask
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder stack + decoder stack + head.
+
+    Args:
+        encoder_embedder: source -> (B, S, D) (tokens, log-mel frames, ...).
+        decoder_embedder: target ids -> (B, T, D).
+        block: Block knobs of both stacks.
+        n_encoder_layers, n_decoder_layers: depth of each stack.
+        head: (B, T, D) -> logits (B, T, V).
+        context: the longest target the decoder accepts.
+        final_norm: a norm after each stack (pre-LN models).
+        tie_embeddings: the head's matrix is the decoder token embedding's.
+        share_embeddings: the decoder uses the encoder's token embedding (shared vocabulary).
+        encoder_bias, decoder_bias: optional modules ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``
+            giving an additive attention bias computed once per forward and shared by all
+            layers of their stack (T5's relative position bias).
+        encoder_mask, decoder_mask: masks of the two self-attentions (default: padding only,
+            and causal).
+    """
+
+    def __init__(
+        self,
+        encoder_embedder: nn.Module,
+        decoder_embedder: nn.Module,
+        block: BlockConfig,
+        n_encoder_layers: int,
+        n_decoder_layers: int,
+        head: nn.Module,
+        context: int,
+        final_norm: bool = True,
+        tie_embeddings: bool = False,
+        share_embeddings: bool = False,
+        encoder_bias: nn.Module | None = None,
+        decoder_bias: nn.Module | None = None,
+        encoder_mask=None,
+        decoder_mask=None,
+        init_std: float = 0.02,
+    ):
+        super().__init__()
+        self.encoder_embedder, self.decoder_embedder, self.head = encoder_embedder, decoder_embedder, head
+        self.encoder = Stack(block, n_encoder_layers, final_norm=final_norm)
+        self.decoder = Stack(block, n_decoder_layers, cross_attention=True, final_norm=final_norm)
+        self.encoder_bias, self.decoder_bias = encoder_bias, decoder_bias
+        self.encoder_mask = encoder_mask or NoMask()
+        self.decoder_mask = decoder_mask or CausalMask()
+        self.context, self.n_decoder_layers = context, n_decoder_layers
+        init_weights(self, init_std, n_encoder_layers + n_decoder_layers)
+        if share_embeddings:
+            decoder_embedder.tokens = encoder_embedder.tokens
+        if tie_embeddings:
+            head.tie(decoder_embedder.tokens)
+
+    def encode(self, source: Tensor, source_padding: Tensor | None = None, **embed_kwargs) -> Tensor:
+        """source -> memory (B, S, D). source_padding (B, S): True at real positions."""
+        x = self.encoder_embedder(source, **embed_kwargs)
+        length = x.shape[1]
+        mask, is_causal = self.encoder_mask(length, length, x.device, source_padding)
+        bias = None if self.encoder_bias is None else self.encoder_bias(length, length, 0)
+        return self.encoder(x, mask, is_causal, bias=bias)
+
+    def decode(
+        self,
+        target: Tensor,
+        memory: Tensor,
+        source_padding: Tensor | None = None,
+        target_padding: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """target ids (B, T) (only the new ones when ``cache`` is given) -> logits (B, T, V)."""
+        start = 0 if cache is None else cache.length
+        x = self.decoder_embedder(target, start=start)
+        length = x.shape[1]
+        mask, is_causal = self.decoder_mask(length, start + length, x.device, target_padding)
+        bias = None if self.decoder_bias is None else self.decoder_bias(length, start + length, start)
+        context_mask = None if source_padding is None else padding_mask(source_padding)
+        h = self.decoder(x, mask, is_causal, bias=bias, context=memory, context_mask=context_mask, cache=cache)
+        return self.head(h)
+
+    def forward(
+        self,
+        source: Tensor,
+        target: Tensor,
+        source_padding: Tensor | None = None,
+        target_padding: Tensor | None = None,
+    ) -> Tensor:
+        """Teacher forcing: logits (B, T, V) for every target position."""
+        memory = self.encode(source, source_padding)
+        return self.decode(target, memory, source_padding, target_padding)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.n_decoder_layers)

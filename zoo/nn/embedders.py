@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.nn.positions import LearnedPositions, SinusoidalPositions
@@ -111,4 +112,37 @@ class PatchEmbedder(nn.Module):
         x = x + self.positions(x.shape[1])
         if self.norm is not None:
             x = self.norm(x)
+        return self.dropout(x)
+
+
+class AudioEmbedder(nn.Module):
+    """Log-mel frames -> audio vectors (Whisper's encoder input): two Conv1d with GELU,
+    the second with stride 2 (100 -> 50 vectors per second), then fixed positions.
+
+    Whisper's positions are the ``sinusoidal_concat`` table; its checkpoints store
+    the table as weights, which the converter copies into this buffer exactly.
+    """
+
+    def __init__(self, n_mels: int, d_model: int, max_len: int, positions: str = "sinusoidal_concat",
+                 dropout: float = 0.0):
+        super().__init__()
+        self.conv1 = nn.Conv1d(n_mels, d_model, kernel_size=3, padding=1)
+        self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=2, padding=1)
+        self.positions = make_positions(positions, max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.n_mels, self.max_len = n_mels, max_len
+
+    @staticmethod
+    def output_length(n_frames: Tensor | int) -> Tensor | int:
+        """Vectors the embedder makes from ``n_frames`` log-mel frames (the stride-2 conv)."""
+        return (n_frames - 1) // 2 + 1
+
+    def forward(self, features: Tensor, start: int = 0) -> Tensor:
+        """features (B, n_mels, T) -> (B, ceil(T / 2), D)."""
+        if features.dim() != 3 or features.shape[1] != self.n_mels:
+            raise ValueError(f"audio features of shape {tuple(features.shape)}, expected (batch, {self.n_mels}, frames)")
+        x = F.gelu(self.conv1(features))
+        x = F.gelu(self.conv2(x)).transpose(1, 2)
+        if self.positions is not None:
+            x = x + self.positions(x.shape[1], start)
         return self.dropout(x)

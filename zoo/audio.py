@@ -1,0 +1,77 @@
+"""Audio in: reading a file into a 16 kHz waveform, and Whisper's log-mel spectrogram.
+
+Reading goes through ``soundfile`` (WAV/FLAC without FFmpeg); resampling and the
+mel filterbank through ``torchaudio``. The spectrogram is Whisper's exactly
+(checked against ``transformers.WhisperFeatureExtractor`` in the tests).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import soundfile
+import torch
+import torchaudio
+from torch import Tensor, nn
+
+SAMPLE_RATE = 16_000  # Whisper's input rate
+N_FFT = 400  # 25 ms windows
+HOP_LENGTH = 160  # 10 ms hop: 100 frames per second
+N_MELS = 80
+
+
+class BadAudioError(ValueError):
+    """An audio file that cannot be used (unreadable, empty); the message names it."""
+
+
+def resample(wave: Tensor, from_rate: int, to_rate: int = SAMPLE_RATE) -> Tensor:
+    """(..., T) at ``from_rate`` -> (..., T') at ``to_rate`` (band-limited sinc interpolation)."""
+    if from_rate == to_rate:
+        return wave
+    return torchaudio.functional.resample(wave, from_rate, to_rate)
+
+
+def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> Tensor:
+    """A mono float32 waveform (T,) at ``sample_rate``, whatever the file's own rate.
+
+    Multi-channel audio is averaged to mono. An unreadable or empty file raises
+    :class:`BadAudioError` naming it, so that bad data never reaches the model.
+    """
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except Exception as err:  # soundfile raises several types (LibsndfileError, RuntimeError, ...)
+        raise BadAudioError(f"cannot read audio file {path}: {err}") from err
+    if data.shape[0] == 0:
+        raise BadAudioError(f"audio file {path} is empty (0 samples)")
+    wave = torch.from_numpy(data).mean(dim=1)
+    if not torch.isfinite(wave).all():
+        raise BadAudioError(f"audio file {path} contains NaN or infinite samples")
+    return resample(wave, rate, sample_rate)
+
+
+class LogMel(nn.Module):
+    """Waveform (..., T) at 16 kHz -> Whisper's log-mel features (..., 80, T // 160).
+
+    Power spectrogram (Hann window 400, hop 160, centred with reflect padding, last
+    frame dropped as Whisper does), Slaney mel filterbank, log10, floor at the
+    maximum minus 8 (80 dB of dynamic range, the maximum taken per utterance), then
+    ``(x + 4) / 4`` to bring the values to about [-1, 1].
+    """
+
+    def __init__(self, sample_rate: int = SAMPLE_RATE, n_fft: int = N_FFT, hop_length: int = HOP_LENGTH,
+                 n_mels: int = N_MELS):
+        super().__init__()
+        self.hop_length = hop_length
+        self.mel = torchaudio.transforms.MelSpectrogram(
+            sample_rate=sample_rate, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels, power=2.0,
+            norm="slaney", mel_scale="slaney", center=True, pad_mode="reflect",
+        )
+
+    def forward(self, wave: Tensor) -> Tensor:
+        spec = self.mel(wave)[..., :-1]
+        log_spec = spec.clamp(min=1e-10).log10()
+        peak = log_spec.amax(dim=(-2, -1), keepdim=True)
+        return (torch.maximum(log_spec, peak - 8.0) + 4.0) / 4.0
+
+    def num_frames(self, num_samples: int) -> int:
+        return num_samples // self.hop_length

@@ -7,7 +7,9 @@ mel filterbank through ``torchaudio``. The spectrogram is Whisper's exactly
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import soundfile
 import torch
@@ -18,6 +20,18 @@ SAMPLE_RATE = 16_000  # Whisper's input rate
 N_FFT = 400  # 25 ms windows
 HOP_LENGTH = 160  # 10 ms hop: 100 frames per second
 N_MELS = 80
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run small tensor ops (one file's resampling or spectrogram) on one thread: on a
+    busy CPU, waking a thread pool for each costs far more than the op itself."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class BadAudioError(ValueError):

@@ -5,19 +5,33 @@ from __future__ import annotations
 
 
 class CharTokenizer:
-    """One token per character of a fixed alphabet (nanoGPT's character-level Shakespeare)."""
+    """One token per character of a fixed alphabet (nanoGPT's character-level Shakespeare).
 
-    def __init__(self, chars: str):
-        self.chars = chars
-        self.index = {c: i for i, c in enumerate(chars)}
+    ``specials`` (e.g. ``("<pad>", "<s>", "</s>")`` for sequence-to-sequence targets) take
+    the first ids, before the characters; ``pad_id`` / ``bos_id`` / ``eos_id`` name them
+    and ``decode`` leaves them out.
+    """
+
+    def __init__(self, chars: str, specials: tuple[str, ...] | list[str] = ()):
+        self.chars, self.specials = chars, tuple(specials)
+        self.index = {c: i + len(self.specials) for i, c in enumerate(chars)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
-        return cls("".join(sorted(set(text))))
+    def from_text(cls, text: str, specials: tuple[str, ...] = ()) -> "CharTokenizer":
+        return cls("".join(sorted(set(text))), specials)
 
     @property
     def vocab_size(self) -> int:
-        return len(self.chars)
+        return len(self.specials) + len(self.chars)
+
+    def special_id(self, token: str) -> int:
+        if token not in self.specials:
+            raise ValueError(f"the tokenizer has no special token {token!r} (it has {list(self.specials)})")
+        return self.specials.index(token)
+
+    pad_id = property(lambda self: self.special_id("<pad>"))
+    bos_id = property(lambda self: self.special_id("<s>"))
+    eos_id = property(lambda self: self.special_id("</s>"))
 
     def encode(self, text: str) -> list[int]:
         unknown = sorted(set(text) - self.index.keys())
@@ -26,14 +40,15 @@ class CharTokenizer:
         return [self.index[c] for c in text]
 
     def decode(self, ids: list[int]) -> str:
-        return "".join(self.chars[i] for i in ids)
+        n = len(self.specials)
+        return "".join(self.chars[i - n] for i in ids if i >= n)
 
     def state(self) -> dict:
-        return {"kind": "char", "chars": self.chars}
+        return {"kind": "char", "chars": self.chars, "specials": list(self.specials)}
 
 
 def tokenizer_from_state(state: dict):
     """Rebuild a tokenizer from what :meth:`state` returned."""
     if state.get("kind") == "char":
-        return CharTokenizer(state["chars"])
+        return CharTokenizer(state["chars"], state.get("specials", ()))
     raise ValueError(f"unknown tokenizer kind {state.get('kind')!r} in checkpoint")

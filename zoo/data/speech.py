@@ -1,0 +1,208 @@
+"""What every speech-recognition data module shares: (waveform, transcript) examples ->
+Whisper log-mel features + token ids, SpecAugment, padding into sequence-to-sequence
+batches, the transcript tokenizer, and the handling of bad or too-long audio.
+
+A subclass says where its examples come from (:meth:`SpeechDataModule.make_splits`);
+everything after the waveform is here, so that every corpus is cut the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import torchaudio
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import Dataset
+
+from zoo.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
+from zoo.data.base import ZooDataModule
+from zoo.data.tokenizers import CharTokenizer
+from zoo.nn.embedders import AudioEmbedder
+
+log = logging.getLogger(__name__)
+
+IGNORE = -100  # target_out at padding (cross-entropy's ignore_index)
+SPECIALS = ("<pad>", "<s>", "</s>")
+
+
+@dataclass
+class Example:
+    """One utterance: ``load()`` gives its 16 kHz waveform (T,); ``name`` names it in errors."""
+
+    load: Callable[[], Tensor]
+    text: str
+    name: str
+
+
+def file_example(path: Path, text: str) -> Example:
+    """An utterance stored in one audio file (read with soundfile, resampled to 16 kHz)."""
+    return Example(lambda: load_audio(path), text, str(path))
+
+
+class SpecAugment(nn.Module):
+    """SpecAugment's masking (Park et al. 2019) on log-mel features (80, F): ``n_freq_masks``
+    bands of up to ``freq_mask`` mel bins and ``n_time_masks`` spans of up to ``time_mask``
+    frames are set to 0 (about the mean of Whisper's scaled features)."""
+
+    def __init__(self, freq_mask: int = 15, time_mask: int = 20, n_freq_masks: int = 2, n_time_masks: int = 2):
+        super().__init__()
+        self.masks = nn.ModuleList(
+            [torchaudio.transforms.FrequencyMasking(freq_mask) for _ in range(n_freq_masks)]
+            + [torchaudio.transforms.TimeMasking(time_mask) for _ in range(n_time_masks)]
+        )
+
+    def forward(self, features: Tensor) -> Tensor:
+        for mask in self.masks:
+            features = mask(features, mask_value=0.0)
+        return features
+
+
+class SpeechExamples(Dataset):
+    """Item i -> (log-mel (80, F), token ids, transcript), or None for a bad file when
+    ``skip_bad_files`` (the collate drops it, after a logged warning).
+
+    Audio longer than ``max_samples`` is cropped with a warning (``long_audio="crop"``)
+    or refused (``"error"``), so it never overflows the encoder's positions.
+    """
+
+    def __init__(self, examples: Sequence[Example], tokenizer, max_samples: int, long_audio: str = "crop",
+                 skip_bad_files: bool = False, augment: nn.Module | None = None):
+        if long_audio not in ("crop", "error"):
+            raise ValueError(f"data.long_audio={long_audio!r}: expected 'crop' or 'error'")
+        self.examples, self.tokenizer, self.max_samples = examples, tokenizer, max_samples
+        self.long_audio, self.skip_bad_files, self.augment = long_audio, skip_bad_files, augment
+        self.log_mel = LogMel()
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor, str] | None:
+        example = self.examples[i]
+        try:
+            wave = example.load()
+        except BadAudioError as err:
+            if not self.skip_bad_files:
+                raise
+            log.warning("skipping %s (data.skip_bad_files=true)", err)
+            return None
+        if len(wave) > self.max_samples:
+            seconds = f"{len(wave) / SAMPLE_RATE:.1f} s"
+            if self.long_audio == "error":
+                raise BadAudioError(f"{example.name} is {seconds} long, longer than data.max_seconds "
+                                    f"({self.max_samples / SAMPLE_RATE:.1f} s)")
+            log.warning("%s is %s long: cropped to data.max_seconds=%.1f", example.name, seconds,
+                        self.max_samples / SAMPLE_RATE)
+            wave = wave[: self.max_samples]
+        features = self.log_mel(wave)
+        if self.augment is not None:
+            features = self.augment(features)
+        return features, torch.tensor(self.tokenizer.encode(example.text), dtype=torch.long), example.text
+
+
+def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id: int, pad_id: int) -> dict:
+    """Pad a list of examples into a sequence-to-sequence batch (see zoo.objectives.seq2seq):
+
+    source (B, 80, F) log-mel, padded with each utterance's silence level; source_padding
+    (B, S) True at real encoder positions (S = the audio embedder's output length);
+    target_in (B, T) = <s> + ids, target_out (B, T) = ids + </s> (IGNORE at padding);
+    references: the transcripts.
+    """
+    items = [item for item in items if item is not None]
+    if not items:
+        raise BadAudioError("every audio file of this batch was bad and skipped")
+    features, ids, texts = zip(*items)
+    frames = torch.tensor([f.shape[-1] for f in features])
+    width = int(frames.max())
+    source = torch.stack([nn.functional.pad(f, (0, width - f.shape[-1]), value=float(f.min())) for f in features])
+    positions = AudioEmbedder.output_length(frames)
+    source_padding = torch.arange(int(positions.max()))[None, :] < positions[:, None]
+    bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
+    target_in = pad_sequence([torch.cat([bos, t]) for t in ids], batch_first=True, padding_value=pad_id)
+    target_out = pad_sequence([torch.cat([t, eos]) for t in ids], batch_first=True, padding_value=IGNORE)
+    return {"source": source, "source_padding": source_padding, "target_in": target_in,
+            "target_out": target_out, "references": list(texts)}
+
+
+class SpeechDataModule(ZooDataModule):
+    """Base of the speech-recognition data modules (``provides = "audio"``).
+
+    Args (besides :class:`ZooDataModule`'s):
+        tokenizer: ``char`` (one token per character of the training transcripts) or
+            ``bpe`` (a byte-level BPE of ``bpe_vocab_size`` trained on them, cached under
+            ``cache_dir``); both travel inside checkpoints.
+        max_seconds: the longest audio kept; longer audio is handled as ``long_audio`` says
+            (``crop`` with a warning, or ``error``). Whisper's encoder holds 30 s.
+        skip_bad_files: skip unreadable / empty files with a logged warning instead of
+            stopping with an error that names the file.
+        spec_augment: SpecAugment settings for the training split (None = off).
+        lowercase: lower-case the transcripts (LibriSpeech and LJSpeech are upper / mixed case).
+    """
+
+    provides = "audio"
+
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
+                 bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
+                 skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
+                 num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        if tokenizer not in ("char", "bpe"):
+            raise ValueError(f"data.tokenizer={tokenizer!r}: expected 'char' or 'bpe'")
+        self.tokenizer_kind, self.bpe_vocab_size = tokenizer, bpe_vocab_size
+        self.max_samples = int(max_seconds * SAMPLE_RATE)
+        self.long_audio, self.skip_bad_files, self.lowercase = long_audio, skip_bad_files, lowercase
+        self.spec_augment = spec_augment
+        self.splits: dict[str, Sequence[Example]] = {}
+
+    # --- what a corpus provides -------------------------------------------------------
+    def make_splits(self) -> dict[str, Sequence[Example]]:
+        """{"train": ..., "val": ..., "test": ...} examples of this corpus."""
+        raise NotImplementedError
+
+    def tokenizer_texts(self) -> list[str]:
+        """The transcripts the tokenizer is built from (by default: every training example's)."""
+        return [e.text for e in self.splits["train"]]
+
+    # --- shared ---------------------------------------------------------------------------
+    def normalise(self, text: str) -> str:
+        text = " ".join(text.split())
+        return text.lower() if self.lowercase else text
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self.splits = self.make_splits()
+        empty = [name for name, examples in self.splits.items() if len(examples) == 0]
+        if empty:
+            raise ValueError(f"{type(self).__name__}: no examples in split(s) {empty} under {self.data_dir}")
+        texts = self.tokenizer_texts()
+        if self.tokenizer_kind == "char":
+            self.tokenizer = CharTokenizer.from_text("".join(texts), specials=SPECIALS)
+        else:
+            cache = self.cache_dir / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}.json"
+            from zoo.data.tokenizers import train_bpe  # TODO after encdec merge
+            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache, specials=SPECIALS)
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": self.tokenizer.pad_id,
+                     "bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
+
+    def dataset(self, split: str) -> SpeechExamples:
+        augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None
+        return SpeechExamples(self.splits[split], self.tokenizer, self.max_samples, self.long_audio,
+                              self.skip_bad_files, augment)
+
+    def _collate(self, items):
+        t = self.tokenizer
+        return collate(items, t.bos_id, t.eos_id, t.pad_id)
+
+    def train_dataloader(self):
+        return self.loader(self.dataset("train"), shuffle=True, collate_fn=self._collate)
+
+    def val_dataloader(self):
+        return self.loader(self.dataset("val"), collate_fn=self._collate)
+
+    def test_dataloader(self):
+        return self.loader(self.dataset("test"), collate_fn=self._collate)

@@ -1,0 +1,52 @@
+"""Speech recognition: the sequence-to-sequence objective, scored by word and character
+error rates (torchmetrics) of the decoded transcripts."""
+
+from __future__ import annotations
+
+import torch
+from torchmetrics.text import CharErrorRate, WordErrorRate
+
+from zoo.objectives.seq2seq import Seq2Seq
+
+
+class SpeechRecognition(Seq2Seq):
+    """:class:`Seq2Seq` (teacher-forced cross-entropy) on audio batches, plus WER and CER:
+    of greedy transcripts at validation (``val/wer``, ``val/cer``), of greedy and, with
+    ``decoding.beam_size > 1``, beam-search transcripts at test (``test/wer``, ``test/cer``,
+    ``test/wer_beam``, ``test/cer_beam``). BLEU is off.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs["bleu"] = False
+        super().__init__(*args, **kwargs)
+        # What decoding needs travels in the checkpoint too, so that a checkpoint alone
+        # transcribes (zoo.transcribe).
+        self.save_hyperparameters({**self.hparams, "eos_id": self.eos_id, "prompt_len": self.prompt_len,
+                                   "decoding": dict(self.decoding), "label_smoothing": self.label_smoothing})
+        self.metrics = torch.nn.ModuleDict({
+            f"{stage}_{kind}": metric()
+            for stage in ("val", "test", "test_beam") for kind, metric in (("wer", WordErrorRate), ("cer", CharErrorRate))
+        })
+
+    def transcribe_batch(self, batch: dict, beam: bool = False) -> list[str]:
+        """Decoded transcripts of a batch (``source``, ``source_padding``, ``target_in``'s start token)."""
+        return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
+
+    def _score(self, batch: dict, stage: str, beam: bool) -> None:
+        hypotheses = self.transcribe_batch(batch, beam)
+        suffix = "_beam" if beam else ""
+        for kind in ("wer", "cer"):
+            metric = self.metrics[f"{stage}{suffix}_{kind}"]
+            metric.update(hypotheses, batch["references"])
+            self.log(f"{stage}/{kind}{suffix}", metric, prog_bar=not beam, batch_size=len(hypotheses))
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        super().validation_step(batch, batch_idx)
+        self._score(batch, "val", beam=False)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        loss, _ = self.loss(batch)
+        self.log("test/loss", loss, sync_dist=True, batch_size=len(batch["target_out"]))
+        self._score(batch, "test", beam=False)
+        if self.decoding["beam_size"] > 1:
+            self._score(batch, "test", beam=True)

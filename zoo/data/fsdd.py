@@ -81,9 +81,8 @@ class DigitSequences(Sequence[Example]):
     ``random_items=n``: item i is drawn afresh from (seed, i) alone (training: endless
     variety, the same batches when a run resumes); the ``bucket`` consecutive items
     i // bucket share one digit count, so that a batch of them pads little. Otherwise
-    (``passes=k``): k passes
-    over the recordings, each using every recording exactly once, cut into groups of
-    random sizes (evaluation: every test recording is heard).
+    (``passes=k``): k passes over the recordings, each using every recording exactly
+    once, cut into groups of random sizes (evaluation: every test recording is heard).
     """
 
     def __init__(self, recordings: dict[str, list[Recording]], max_digits: int, seed: int,

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.nn.cache import LayerCache
+from zoo.nn.masks import causal_mask
 from zoo.nn.positions import apply_rotary
 
 
@@ -46,7 +47,10 @@ def attention(
         repeat = q.shape[1] // k.shape[1]
         k = k.repeat_interleave(repeat, dim=1)
         v = v.repeat_interleave(repeat, dim=1)
-    if bias is not None:  # fold the boolean mask into the additive bias
+    if bias is not None:  # fold the boolean mask (and causality) into the additive bias
+        if is_causal:  # SDPA takes an explicit mask or is_causal, not both
+            causal = causal_mask(q.shape[-2], k.shape[-2], q.device)
+            mask, is_causal = causal if mask is None else mask & causal, False
         if mask is not None:
             bias = bias.masked_fill(~mask, float("-inf"))
         mask = bias.to(q.dtype)

@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from zoo.objectives.optim import adamw, warmup_cosine
+from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
 
 
 def plain(cfg: Any) -> Any:
@@ -46,11 +46,17 @@ class Objective(L.LightningModule):
         # Under FSDP the wrapped model's parameters are the ones to optimise.
         model = self.trainer.model if self.trainer is not None and self.trainer.model is not None else self
         optimizer = adamw(model, o["lr"], o["betas"], o["weight_decay"])
-        decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
-        if not decay_steps or decay_steps < 0:
-            raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
-                             "the learning-rate schedule needs a length")
-        schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
-                           lr=o["lr"], min_lr=o["min_lr"])
+        kind = o.get("schedule", "cosine")
+        if kind == "inverse_sqrt":  # open-ended: needs no length
+            schedule = partial(warmup_inverse_sqrt, warmup_steps=max(1, o["warmup_steps"]))
+        elif kind == "cosine":
+            decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
+            if not decay_steps or decay_steps < 0:
+                raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
+                                 "the learning-rate schedule needs a length")
+            schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
+                               lr=o["lr"], min_lr=o["min_lr"])
+        else:
+            raise ValueError(f"unknown optim.schedule {kind!r}: expected 'cosine' or 'inverse_sqrt'")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

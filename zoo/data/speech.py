@@ -8,7 +8,9 @@ everything after the waveform is here, so that every corpus is cut the same way.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -21,6 +23,7 @@ from torch.utils.data import Dataset
 
 from zoo.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
+from zoo.data.multi30k import train_bpe
 from zoo.data.tokenizers import CharTokenizer
 from zoo.nn.embedders import AudioEmbedder
 
@@ -42,6 +45,27 @@ class Example:
 def file_example(path: Path, text: str) -> Example:
     """An utterance stored in one audio file (read with soundfile, resampled to 16 kHz)."""
     return Example(lambda: load_audio(path), text, str(path))
+
+
+def random_split(examples: list[Example], val_fraction: float, test_fraction: float,
+                 seed: int) -> dict[str, list[Example]]:
+    """Train / val / test parts of a corpus that has no official split (seeded, so reproducible)."""
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    n_val, n_test = round(val_fraction * len(order)), round(test_fraction * len(order))
+    pick = lambda idx: [examples[i] for i in sorted(idx)]  # noqa: E731
+    return {"val": pick(order[:n_val]), "test": pick(order[n_val : n_val + n_test]),
+            "train": pick(order[n_val + n_test :])}
+
+
+def fetch(make_dataset: Callable[[], object], url: str, where: Path) -> None:
+    """Download a corpus through its torchaudio dataset class; offline, fail naming the URL and the folder."""
+    try:
+        make_dataset()
+    except Exception as err:
+        raise RuntimeError(f"could not download {url} ({err}). Without a network, put the dataset in its "
+                           f"official layout at {where} (or point ZOO_DATA_DIR / paths.data_dir at a folder "
+                           f"that holds it).") from err
 
 
 class SpecAugment(nn.Module):
@@ -132,8 +156,8 @@ class SpeechDataModule(ZooDataModule):
     """Base of the speech-recognition data modules (``provides = "audio"``).
 
     Args (besides :class:`ZooDataModule`'s):
-        tokenizer: ``char`` (one token per character of the training transcripts) or
-            ``bpe`` (a byte-level BPE of ``bpe_vocab_size`` trained on them, cached under
+        tokenizer: ``char`` (one token per character of the transcripts) or ``bpe`` (a BPE
+            of ``bpe_vocab_size`` trained on the training transcripts, cached under
             ``cache_dir``); both travel inside checkpoints.
         max_seconds: the longest audio kept; longer audio is handled as ``long_audio`` says
             (``crop`` with a warning, or ``error``). Whisper's encoder holds 30 s.
@@ -180,12 +204,13 @@ class SpeechDataModule(ZooDataModule):
         if empty:
             raise ValueError(f"{type(self).__name__}: no examples in split(s) {empty} under {self.data_dir}")
         texts = self.tokenizer_texts()
-        if self.tokenizer_kind == "char":
-            self.tokenizer = CharTokenizer.from_text("".join(texts), specials=SPECIALS)
+        if self.tokenizer_kind == "char":  # the alphabet of every split, so that no character is unknown
+            alphabet = "".join(texts) + "".join(e.text for examples in self.splits.values() for e in examples)
+            self.tokenizer = CharTokenizer.from_text(alphabet, specials=SPECIALS)
         else:
-            cache = self.cache_dir / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}.json"
-            from zoo.data.tokenizers import train_bpe  # TODO after encdec merge
-            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache, specials=SPECIALS)
+            digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+            cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
+            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": self.tokenizer.pad_id,
                      "bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
 

@@ -40,6 +40,9 @@ def _peak_rss_of(step: Callable[[], None]) -> float:
     pid = os.fork()
     if pid == 0:  # child
         os.close(read)
+        # A forked child hangs in the parent's CPU thread pool on its first convolution;
+        # one thread avoids it (the memory a step needs does not depend on the thread count).
+        torch.set_num_threads(1)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         step()
         step()

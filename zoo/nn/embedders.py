@@ -128,6 +128,12 @@ class AudioEmbedder(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv1d(n_mels, d_model, kernel_size=3, padding=1)
         self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=2, padding=1)
+        # He initialisation keeps the audio's signal at about the scale of the positions;
+        # PyTorch's default shrinks it ~10x over the two convs, and a fresh encoder then
+        # sees mostly positions and learns to listen slowly.
+        for conv in (self.conv1, self.conv2):
+            nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
+            nn.init.zeros_(conv.bias)
         self.positions = make_positions(positions, max_len, d_model)
         self.dropout = nn.Dropout(dropout)
         self.n_mels, self.max_len = n_mels, max_len

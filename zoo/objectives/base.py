@@ -54,3 +54,7 @@ class Objective(L.LightningModule):
                            lr=o["lr"], min_lr=o["min_lr"])
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Which objective wrote this, so zoo.checkpoint.load can rebuild it from the file alone.
+        checkpoint["zoo_objective"] = f"{type(self).__module__}.{type(self).__qualname__}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from zoo.flops import attention_flops, linear_flops, training_flops
 from zoo.model import Stack, init_weights
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
@@ -106,3 +107,11 @@ class EncoderDecoder(nn.Module):
 
     def new_cache(self) -> KVCache:
         return KVCache(self.n_decoder_layers)
+
+    def training_flops(self, batch: int, source_length: int, target_length: int) -> int:
+        """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
+        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.flops)."""
+        encoder = source_length * linear_flops(self.encoder) + attention_flops(self.encoder, source_length, source_length)
+        decoder = target_length * (linear_flops(self.decoder) + linear_flops(self.head)) + attention_flops(
+            self.decoder, target_length, target_length, source_length)
+        return training_flops(batch * (encoder + decoder))

@@ -11,6 +11,7 @@ import math
 
 from torch import Tensor, nn
 
+from zoo.flops import attention_flops, linear_flops, training_flops
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.norms import make_norm
@@ -123,3 +124,9 @@ class Model(nn.Module):
         """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""
         total = sum(p.numel() for p in self.parameters())
         return total if embedding else total - sum(p.numel() for p in self.embedder.parameters())
+
+    def training_flops(self, batch: int, length: int) -> int:
+        """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
+        ``length`` positions (see zoo.flops)."""
+        per_token = linear_flops(self.stack) + linear_flops(self.head)
+        return training_flops(batch * (length * per_token + attention_flops(self.stack, length, length)))

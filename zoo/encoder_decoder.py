@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.flops import attention_flops, linear_flops, training_flops
+from zoo.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
 from zoo.model import Stack, init_weights
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
@@ -112,6 +112,7 @@ class EncoderDecoder(nn.Module):
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
         ``source_length`` encoder and ``target_length`` decoder positions (see zoo.flops)."""
         encoder = source_length * linear_flops(self.encoder) + attention_flops(self.encoder, source_length, source_length)
-        decoder = target_length * (linear_flops(self.decoder) + linear_flops(self.head)) + attention_flops(
-            self.decoder, target_length, target_length, source_length)
+        kv = cross_kv_flops(self.decoder)
+        decoder = (target_length * (linear_flops(self.decoder) - kv + linear_flops(self.head)) + source_length * kv
+                   + attention_flops(self.decoder, target_length, target_length, source_length))
         return training_flops(batch * (encoder + decoder))

@@ -14,12 +14,18 @@ import time
 import torch
 from torch import nn
 
-from zoo.nn.attention import MultiHeadAttention
 
 
 def linear_flops(module: nn.Module) -> int:
     """Forward FLOPs per token of every Linear inside ``module``."""
     return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+
+
+def cross_kv_flops(stack: nn.Module) -> int:
+    """Forward FLOPs per *source* token of the cross-attention key/value projections
+    (they read the encoder's output, not the decoder's positions)."""
+    return sum(linear_flops(b.cross_attn.k) + linear_flops(b.cross_attn.v)
+               for b in stack.blocks if b.cross_attn is not None)
 
 
 def attention_flops(stack: nn.Module, q_len: int, k_len: int, cross_len: int = 0) -> int:

@@ -9,6 +9,8 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo.plots import plot_curves
+
 
 def _choice(group: str, default: str) -> str:
     """The name the user picked for a config group (for error messages)."""
@@ -51,4 +53,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
         metrics.update({k: float(v) for r in results for k, v in r.items()})
+    log = Path(cfg.paths.output_dir) / "metrics.csv"
+    if trainer.is_global_zero and log.exists():
+        plot_curves(log, Path(cfg.paths.output_dir) / "curves.png")
     return metrics

@@ -132,8 +132,12 @@ def from_transformers(hf_model) -> nn.Module:
 
 
 def _from_config_and_state(config: dict[str, Any], state: dict[str, Tensor], source: str) -> nn.Module:
+    """The checkpoint's shape and also its dropout, so that the zoo BERT trains as the original does."""
     shape = bert_shape(config)
-    net = build_net("bert", [f"model.net.{k}={v}" for k, v in shape.items()], {"vocab_size": config["vocab_size"]})
+    dropout = {"block.dropout": config.get("hidden_dropout_prob", 0.1), "embedder.dropout": config.get("hidden_dropout_prob", 0.1),
+               "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.1)}
+    overrides = [f"model.net.{k}={v}" for k, v in (shape | dropout).items()]
+    net = build_net("bert", overrides, {"vocab_size": config["vocab_size"]})
     _load(net, bert_state_dict(state, shape["n_layers"]), source)
     return net.eval()
 

@@ -143,7 +143,10 @@ class WikiText(ZooDataModule):
         path = split_path(self.data_dir, self.name, split)
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run prepare_data() or put the official file there")
-        return read_articles(path)
+        articles = read_articles(path)
+        if not articles:
+            raise RuntimeError(f"{path} holds no text: the file is truncated or not a WikiText file")
+        return articles
 
     def _load_tokenizer(self, train_articles: list[str]) -> HFTokenizer:
         if self.tokenizer_dir:
@@ -170,8 +173,10 @@ class WikiText(ZooDataModule):
         ids = {name: tok.token_id(name) for name in SPECIAL_TOKENS}
         cls_id, sep_id = (ids["[CLS]"], ids["[SEP]"]) if self.wrap else (None, None)
         for split, texts in articles.items():
-            tokens, lengths = pack(tok.encode_batch(texts), self.seq_len, ids["[PAD]"], cls_id, sep_id)
-            self.splits[split] = PackedSequences(tokens, lengths)
+            # In chunks of articles: WikiText-103's ids as one Python list would take gigabytes.
+            chunks = [pack(tok.encode_batch(texts[i : i + 1000]), self.seq_len, ids["[PAD]"], cls_id, sep_id)
+                      for i in range(0, len(texts), 1000)]
+            self.splits[split] = PackedSequences(*(torch.cat(parts) for parts in zip(*chunks)))
         self.dims = {"vocab_size": tok.vocab_size, "pad_id": ids["[PAD]"], "mask_id": ids["[MASK]"],
                      "cls_id": ids["[CLS]"], "sep_id": ids["[SEP]"], "special_ids": sorted(ids.values())}
 

@@ -8,7 +8,9 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_wikitext_files import WORDS, write_wikitext
+from zoo.checkpoint import load
 from zoo.convert.common import compose_config
+from zoo.data.tokenizers import tokenizer_from_state
 from zoo.training import build, train
 
 TINY = ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.context=32"]
@@ -30,7 +32,9 @@ def test_train_bert_on_wikitext(tmp_path):
     for key in ("train/loss", "val/loss", "val/acc", "val/ppl", "test/loss", "test/acc", "test/ppl"):
         assert key in metrics and metrics[key] == metrics[key], key  # present and not NaN
     assert 0 <= metrics["test/acc"] <= 1 and metrics["test/ppl"] > 1
-    assert (tmp_path / "out" / "checkpoints" / "last.ckpt").exists()
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
+    assert type(restored).__name__ == "MaskedLM" and restored.hparams.mask_id == 4
+    assert tokenizer_from_state(restored.hparams.tokenizer).vocab_size == restored.net.embedder.tokens.num_embeddings
 
 
 def write_hf_checkpoint(path) -> BertForMaskedLM:

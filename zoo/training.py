@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import hydra
@@ -30,6 +31,13 @@ def build(cfg: DictConfig):
         )
     datamodule.prepare_data()
     datamodule.setup("fit")
+    # The model config reads facts about the data as ${dims.NAME}: all of them must be there.
+    needed = set(re.findall(r"\$\{dims\.(\w+)", OmegaConf.to_yaml(cfg.model)))
+    if needed - datamodule.dims.keys():
+        raise ValueError(
+            f"model={_choice('model', '?')} needs {sorted(needed - datamodule.dims.keys())} from the data, but "
+            f"data={_choice('data', '?')} provides only {sorted(datamodule.dims)}: pick a matching pair"
+        )
     with open_dict(cfg):
         cfg.dims = datamodule.dims
     tokenizer = datamodule.tokenizer.state() if datamodule.tokenizer is not None else None

@@ -31,14 +31,25 @@ class Objective(L.LightningModule):
             against what the data module provides.
         compile: apply ``torch.compile`` to the network.
         tokenizer: the data's tokenizer state, stored so that a checkpoint can decode.
+        init_from: a pretrained checkpoint (e.g. a Hugging Face directory) to start from.
+        converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads it:
+            the net config reshaped to the checkpoint, and the net holding its weights.
+            The reshaped config is what the checkpoint stores (``init_from`` is not: the
+            weights are in the checkpoint, so reloading never reads the directory again).
     """
 
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
-                 tokenizer: dict | None = None):
+                 tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
         super().__init__()
-        self.save_hyperparameters({"net": plain(net), "optim": plain(optim), "input_kind": input_kind,
-                                   "compile": compile, "tokenizer": plain(tokenizer)})
-        self.net = hydra.utils.instantiate(self.hparams.net)
+        net_cfg = plain(net)
+        if init_from:
+            if not converter:
+                raise ValueError(f"model.init_from={init_from} needs model.converter (a function that reads it)")
+            net_cfg, self.net = hydra.utils.get_method(converter)(net_cfg, init_from)
+        else:
+            self.net = hydra.utils.instantiate(net_cfg)
+        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": input_kind,
+                                   "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
         self.forward_net = torch.compile(self.net) if compile else self.net
 
     def configure_optimizers(self):

@@ -52,6 +52,19 @@ class Objective(L.LightningModule):
                                    "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
         self.forward_net = torch.compile(self.net) if compile else self.net
 
+    # Set by each training_step (analytic, see zoo.flops) for the throughput monitor's MFU.
+    flops_per_batch: int | None = None
+
+    def batch_counts(self, batch) -> tuple[int, int]:
+        """(samples, items) in a batch for the throughput monitor: items are real tokens
+        where the batch marks padding, else positions of its first tensor."""
+        if isinstance(batch, dict):
+            if "padding" in batch:
+                return batch["padding"].shape[0], int(batch["padding"].sum())
+            batch = list(batch.values())
+        first = next(t for t in batch if isinstance(t, torch.Tensor))
+        return first.shape[0], first.shape[0] * (first.shape[1] if first.dim() == 2 else 1)
+
     def configure_optimizers(self):
         o = self.hparams.optim
         # Under FSDP the wrapped model's parameters are the ones to optimise.

@@ -25,10 +25,6 @@ class NextTokenLM(Objective):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
 
-    def batch_counts(self, batch) -> tuple[int, int]:
-        """(sequences, tokens) in a batch, for the throughput monitor."""
-        return batch[0].shape[0], batch[0].numel()
-
     def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         inputs, targets = batch
         logits = self.forward_net(inputs)

@@ -12,6 +12,7 @@ from zoo.convert.common import compose_config
 from zoo.data import cifar10
 from zoo.data.cifar10 import CIFAR10, CLASSES
 from zoo.data.images import InMemoryImages
+from zoo.objectives.classification import Classification
 from zoo.training import build, train
 
 
@@ -112,7 +113,8 @@ def test_train_vit_on_cifar10_a_few_steps(image_tree: Path, extra):
     metrics = train(_config(image_tree, extra))
     assert {"train/loss", "val/acc", "test/acc", "test/loss"} <= set(metrics)
     assert 0.0 <= metrics["test/acc"] <= 1.0
-    assert (image_tree / "out" / "checkpoints" / "last.ckpt").exists()
+    restored = Classification.load_from_checkpoint(image_tree / "out" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert restored.hparams.num_classes == 10 and restored.hparams.label_smoothing == (0.1 if extra else 0.0)
 
 
 def test_vit_on_text_data_fails_at_start_up_naming_both_sides(tmp_path: Path):

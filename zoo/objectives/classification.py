@@ -27,6 +27,8 @@ class Classification(Objective):
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # stored in checkpoints too, so that ``Classification.load_from_checkpoint`` rebuilds this module
+        self.hparams.update(num_classes=num_classes, label_smoothing=label_smoothing, mixup=plain(mixup))
         self.num_classes, self.label_smoothing = num_classes, label_smoothing
         # timm's Mixup folds the label smoothing into the soft targets it makes.
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)

@@ -1,5 +1,7 @@
 """CIFAR-10 data module on tiny generated ImageFolder trees, and train.py's ViT pipeline on them."""
 
+import subprocess
+import sys
 import urllib.error
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from zoo.data import cifar10
 from zoo.data.cifar10 import CIFAR10, CLASSES
 from zoo.data.images import InMemoryImages
 from zoo.objectives.classification import Classification
-from zoo.training import build, train
+from zoo.training import train
 
 
 def make_image_folder(root: Path, per_class: dict[str, int], size: int = 32) -> None:
@@ -118,6 +120,11 @@ def test_train_vit_on_cifar10_a_few_steps(image_tree: Path, extra):
 
 
 def test_vit_on_text_data_fails_at_start_up_naming_both_sides(tmp_path: Path):
-    cfg = compose_config(["model=vit", "data=tinyshakespeare", f"paths.data_dir={tmp_path}"])
-    with pytest.raises(ValueError, match="expects image input, but data=.* provides text"):
-        build(cfg)
+    repo = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "train.py", "model=vit", "data=tinyshakespeare", f"paths.data_dir={tmp_path}",
+         f"hydra.run.dir={tmp_path / 'out'}"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode != 0
+    assert "model=vit expects image input, but data=tinyshakespeare provides text" in run.stderr

@@ -130,6 +130,11 @@ class Model(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         return total if embedding else total - sum(p.numel() for p in self.embedder.parameters())
 
+    def batch_flops(self, inputs: Tensor) -> int:
+        """Training FLOPs of one step on ``inputs`` (what ``forward`` takes)."""
+        length = self.embedder.output_length(inputs) if hasattr(self.embedder, "output_length") else inputs.shape[1]
+        return self.training_flops(inputs.shape[0], length)
+
     def training_flops(self, batch: int, length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
         ``length`` positions (see zoo.flops)."""

@@ -39,6 +39,7 @@ class Classification(Objective):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, labels = batch
+        self.flops_per_batch = self.net.batch_flops(inputs)
         if self.mixup is not None:
             if inputs.shape[0] % 2:
                 raise ValueError(f"mixup needs an even batch per process, got {inputs.shape[0]}")
@@ -50,7 +51,7 @@ class Classification(Objective):
             loss = F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)
             self.accuracy["train"](logits, labels)  # mixed images have no single right answer
             self.log("train/acc", self.accuracy["train"], on_step=True, on_epoch=False)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
     def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> None:

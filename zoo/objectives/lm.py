@@ -31,7 +31,7 @@ class NextTokenLM(Objective):
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        self.flops_per_batch = self.net.training_flops(*batch[0].shape)
+        self.flops_per_batch = self.net.batch_flops(batch[0])
         loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # the global batch's loss
         return loss

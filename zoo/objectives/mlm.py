@@ -93,7 +93,7 @@ class MaskedLM(Objective):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         # (counts the head on every position: an upper bound, as only ~15% go through it)
-        self.flops_per_batch = self.net.training_flops(*batch["tokens"].shape)
+        self.flops_per_batch = self.net.batch_flops(batch["tokens"])
         logits, targets = self.forward_mlm(batch, self._generator(0, self.global_step))
         loss = F.cross_entropy(logits, targets)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)

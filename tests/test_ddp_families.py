@@ -20,7 +20,14 @@ def _bert(data):
             "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
 
 
-FAMILIES = {"bert": _bert}
+def _vit(data):
+    from test_vit_data import make_image_folder
+
+    make_image_folder(data, {"train": 4, "test": 2})
+    return ["model=vit", "data=cifar10", "model.net.n_layers=1", *TINY_BLOCK, "data.batch_size=8", "data.val_size=8"]
+
+
+FAMILIES = {"bert": _bert, "vit": _vit}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -9,14 +9,14 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
 
 
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config (what checkpoints store)."""
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
 
 
 class Objective(L.LightningModule):
@@ -36,7 +36,7 @@ class Objective(L.LightningModule):
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
                  tokenizer: dict | None = None):
         super().__init__()
-        self.save_hyperparameters({"net": plain(net), "optim": plain(optim), "input_kind": input_kind,
+        self.save_hyperparameters({"net": plain(net), "optim": plain(optim), "input_kind": plain(input_kind),
                                    "compile": compile, "tokenizer": plain(tokenizer)})
         self.net = hydra.utils.instantiate(self.hparams.net)
         self.forward_net = torch.compile(self.net) if compile else self.net

@@ -26,7 +26,7 @@ from torchmetrics.text import SacreBLEUScore
 
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.decoding import beam_search, greedy, strip_eos
-from zoo.objectives.base import Objective
+from zoo.objectives.base import Objective, plain
 
 IGNORE = -100  # target_out at padding positions
 
@@ -53,6 +53,10 @@ class Seq2Seq(Objective):
                  decoding: dict | None = None, bleu: bool = True, span_corruption: Any = None,
                  init_from: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # Kept in the checkpoint so that load_from_checkpoint decodes the same way; not
+        # init_from: its weights are in the checkpoint already.
+        self.hparams.update({"label_smoothing": label_smoothing, "eos_id": eos_id, "prompt_len": prompt_len,
+                             "decoding": plain(decoding), "bleu": bleu, "span_corruption": plain(span_corruption)})
         self.label_smoothing, self.eos_id, self.prompt_len = label_smoothing, eos_id, prompt_len
         self.decoding = {"max_new_tokens": None, "beam_size": 4, "length_penalty": 1.0, **(decoding or {})}
         self.bleu = bleu and eos_id is not None

@@ -139,3 +139,26 @@ def test_noise_spans_have_the_configured_statistics():
     lengths = [e - s for _ in range(500) for s, e in noise_spans(rng, 512, 0.15, 3.0)]
     assert sum(lengths) == 500 * round(512 * 0.15)
     assert abs(sum(lengths) / len(lengths) - 3.0) < 0.05
+
+
+def test_t5_trains_on_text_blocks_through_span_corruption():
+    """model=t5 on plain text (e.g. data=wikitext: {"tokens", "padding"} batches)."""
+    import hydra
+    from omegaconf import open_dict
+
+    from zoo.convert.common import compose_config
+
+    cfg = compose_config(["model=t5_mini", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+                          "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.block.d_ff=64"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": 300, "pad_id": 0}
+    model = hydra.utils.instantiate(cfg.model, tokenizer=None)
+    assert model.net.head.proj.out_features == 300 + 102
+    tokens = torch.randint(1, 300, (4, 48))
+    padding = torch.ones(4, 48, dtype=torch.bool)
+    padding[2, 30:] = False
+    batch = model.on_before_batch_transfer({"tokens": tokens, "padding": padding}, 0)
+    assert batch["target_in"][:, 0].eq(300 + 101).all() and batch["source"].max() < 402
+    loss, n = model.loss(batch)
+    assert torch.isfinite(loss) and n > 0
+    loss.backward()

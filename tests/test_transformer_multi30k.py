@@ -53,10 +53,10 @@ def test_batches_tokenizer_and_direction(tmp_path):
     assert set(batch) == {"source", "source_padding", "target_in", "target_out", "references"}
     b, t = batch["target_in"].shape
     assert b == 16 and batch["target_out"].shape == (b, t)
-    assert (batch["target_in"][:, 0] == dm.tokenizer.bos_id).all()
+    assert (batch["target_in"][:, 0] == dm.dims["bos_id"]).all()
     real = batch["target_out"] != -100
     last = batch["target_out"].gather(1, (real.sum(1) - 1)[:, None])
-    assert (last == dm.tokenizer.eos_id).all()
+    assert (last == dm.dims["eos_id"]).all()
     # teacher forcing: target_in is target_out shifted right by one
     assert torch.equal(batch["target_in"][:, 1:][real[:, 1:]], batch["target_out"][:, :-1][real[:, 1:]])
     # detokenized target == raw reference; the state round-trips through a checkpoint dict

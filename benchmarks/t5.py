@@ -19,7 +19,7 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 from common import compare, make_step
 from zoo.convert.t5 import from_transformers
-from zoo.decoding import beam_search
+from zoo.decoding import beam_search, strip_eos
 
 
 def main() -> None:
@@ -84,7 +84,9 @@ def main() -> None:
             for name, fn in (("zoo", zoo_beam), ("ref", ref_beam)):
                 sync(); t = time.perf_counter(); fn(); sync()
                 times[name].append(time.perf_counter() - t)
-        same = sum(z == r for z, r in zip(zoo_beam().tolist(), ref_beam()[:, 1:].tolist()))
+        # generate's rows: start token, ids, eos, then padding (0)
+        ref_rows = [row[: row.index(1)] if 1 in row else row for row in ref_beam()[:, 1:].tolist()]
+        same = sum(z == r for z, r in zip(strip_eos(zoo_beam(), 1), ref_rows))
     t_zoo, t_ref = statistics.median(times["zoo"]), statistics.median(times["ref"])
     print(f"{'zoo beam_search':>24}: {a.batch / t_zoo:8.1f} sentences/s")
     print(f"{'generate(num_beams)':>24}: {a.batch / t_ref:8.1f} sentences/s")

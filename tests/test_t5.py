@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers")
 
 from zoo.convert.t5 import from_transformers, load_pretrained  # noqa: E402
 from zoo.data.span_corruption import SpanCorruption, noise_spans  # noqa: E402
-from zoo.decoding import greedy  # noqa: E402
+from zoo.decoding import beam_search, greedy, strip_eos  # noqa: E402
 from zoo.nn.relative_bias import RelativePositionBias  # noqa: E402
 
 VOCAB = 150
@@ -58,6 +58,21 @@ def test_greedy_matches_transformers_generate():
     for r, o in zip(ref[:, 1:].tolist(), out.tolist()):  # ref: start token, ids, then pad (0) after eos
         r = r[: r.index(1) + 1] if 1 in r else r
         assert o[: len(r)] == r
+
+
+@pytest.mark.parametrize("length_penalty", [1.0, 0.0])
+def test_beam_search_matches_transformers_generate(length_penalty):
+    hf = tiny_t5("relu", True, decoder_layers=2)
+    with torch.no_grad():
+        hf.shared.weight[1] *= 3  # make eos likely, so that hypotheses finish at different lengths
+    net = from_transformers(hf)
+    source, padding, _ = batch()
+    ref = hf.generate(input_ids=source, attention_mask=padding.long(), num_beams=4, max_new_tokens=10,
+                      do_sample=False, length_penalty=length_penalty, early_stopping=False)
+    out = beam_search(net, source, torch.zeros(3, 1, dtype=torch.long), 1, padding, beam_size=4,
+                      length_penalty=length_penalty, max_new_tokens=10)
+    ref_rows = [r[: r.index(1)] if 1 in r else [t for t in r if t != 0] for r in ref[:, 1:].tolist()]
+    assert strip_eos(out, 1) == ref_rows
 
 
 def test_loader_reads_a_checkpoint_directory(tmp_path):

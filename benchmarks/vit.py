@@ -37,8 +37,8 @@ def main() -> None:
     y = torch.randint(0, a.classes, (a.batch,), device=a.device)
     print(f"ViT {a.layers} layers, {a.width} wide, patch {a.patch} on {a.image} px, batch {a.batch}, fp32, {a.device}, "
           f"torch {torch.__version__}, timm {timm.__version__}, {torch.get_num_threads()} threads")
-    compare("zoo ViT", make_step(zoo, lambda: F.cross_entropy(zoo(x), y)),
-            "timm VisionTransformer", make_step(ref, lambda: F.cross_entropy(ref(x), y)),
+    compare("zoo ViT", lambda: make_step(zoo, lambda: F.cross_entropy(zoo(x), y)),
+            "timm VisionTransformer", lambda: make_step(ref, lambda: F.cross_entropy(ref(x), y)),
             steps=a.steps, device=a.device)
 
 

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from zoo.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
 from zoo.model import Stack, init_weights
+from zoo.nn.attention import fold_into_bias
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.masks import CausalMask, NoMask, padding_mask
@@ -73,8 +74,10 @@ class EncoderDecoder(nn.Module):
         x = self.encoder_embedder(source, **embed_kwargs)
         length = x.shape[1]
         mask, is_causal = self.encoder_mask(length, length, x.device, source_padding)
-        bias = None if self.encoder_bias is None else self.encoder_bias(length, length, 0)
-        return self.encoder(x, mask, is_causal, bias=bias)
+        if self.encoder_bias is not None:  # fold the mask into the shared bias once, not per layer
+            bias = fold_into_bias(self.encoder_bias(length, length, 0), mask, is_causal, length, length)
+            return self.encoder(x, bias=bias)
+        return self.encoder(x, mask, is_causal)
 
     def decode(
         self,
@@ -89,7 +92,11 @@ class EncoderDecoder(nn.Module):
         x = self.decoder_embedder(target, start=start)
         length = x.shape[1]
         mask, is_causal = self.decoder_mask(length, start + length, x.device, target_padding)
-        bias = None if self.decoder_bias is None else self.decoder_bias(length, start + length, start)
+        bias = None
+        if self.decoder_bias is not None:  # fold the mask into the shared bias once, not per layer
+            bias = fold_into_bias(self.decoder_bias(length, start + length, start), mask, is_causal, length,
+                                  start + length)
+            mask, is_causal = None, False
         context_mask = None if source_padding is None else padding_mask(source_padding)
         h = self.decoder(x, mask, is_causal, bias=bias, context=memory, context_mask=context_mask, cache=cache)
         return self.head(h)

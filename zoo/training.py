@@ -24,7 +24,9 @@ def build(cfg: DictConfig):
     """Instantiate (datamodule, model) from a composed config, filling ``cfg.dims`` from the data."""
     datamodule = hydra.utils.instantiate(cfg.data)
     expects, provides = cfg.model.input_kind, datamodule.provides
-    if expects != provides:
+    # A model may accept several kinds (a list), e.g. T5: plain text (span corruption) or text pairs.
+    accepted = [expects] if isinstance(expects, str) else list(expects)
+    if provides not in accepted:
         raise ValueError(
             f"model={_choice('model', '?')} expects {expects} input, but data={_choice('data', '?')} "
             f"provides {provides}: pick a matching pair"

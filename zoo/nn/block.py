@@ -25,6 +25,7 @@ class BlockConfig:
     n_heads: int = 6
     d_ff: int = 1536
     n_kv_heads: int | None = None  # fewer than n_heads: grouped-query attention
+    head_dim: int | None = None  # None = d_model / n_heads; T5 v1.1 small has 6 heads of 64 in 512
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_eps: float = 1e-5
     norm_bias: bool = True  # LayerNorm's bias (RMSNorm has none)
@@ -42,14 +43,14 @@ class BlockConfig:
     ffn_dropout: float = 0.0  # inside the feed-forward, after the activation
 
     def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
 
 
 class Block(nn.Module):
@@ -62,7 +63,7 @@ class Block(nn.Module):
         def attn() -> MultiHeadAttention:
             return MultiHeadAttention(
                 cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias_q, cfg.bias_k, cfg.bias_v,
-                cfg.bias_out, cfg.attn_scale, cfg.attn_dropout,
+                cfg.bias_out, cfg.attn_scale, cfg.attn_dropout, cfg.head_dim,
             )
 
         def norm() -> nn.Module:

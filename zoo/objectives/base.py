@@ -9,14 +9,14 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from zoo.objectives.optim import adamw, warmup_cosine
+from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
 
 
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config (what checkpoints store)."""
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
 
 
 class Objective(L.LightningModule):
@@ -48,7 +48,7 @@ class Objective(L.LightningModule):
             net_cfg, self.net = hydra.utils.get_method(converter)(net_cfg, init_from)
         else:
             self.net = hydra.utils.instantiate(net_cfg)
-        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": input_kind,
+        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": plain(input_kind),
                                    "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
         self.forward_net = torch.compile(self.net) if compile else self.net
 
@@ -70,12 +70,18 @@ class Objective(L.LightningModule):
         # Under FSDP the wrapped model's parameters are the ones to optimise.
         model = self.trainer.model if self.trainer is not None and self.trainer.model is not None else self
         optimizer = adamw(model, o["lr"], o["betas"], o["weight_decay"])
-        decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
-        if not decay_steps or decay_steps < 0:
-            raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
-                             "the learning-rate schedule needs a length")
-        schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
-                           lr=o["lr"], min_lr=o["min_lr"])
+        kind = o.get("schedule", "cosine")
+        if kind == "inverse_sqrt":  # open-ended: needs no length
+            schedule = partial(warmup_inverse_sqrt, warmup_steps=max(1, o["warmup_steps"]))
+        elif kind == "cosine":
+            decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
+            if not decay_steps or decay_steps < 0:
+                raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
+                                 "the learning-rate schedule needs a length")
+            schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
+                               lr=o["lr"], min_lr=o["min_lr"])
+        else:
+            raise ValueError(f"unknown optim.schedule {kind!r}: expected 'cosine' or 'inverse_sqrt'")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -25,3 +25,12 @@ def warmup_cosine(step: int, warmup_steps: int, decay_steps: int, lr: float, min
         return min_lr / lr
     progress = (step - warmup_steps) / max(1, decay_steps - warmup_steps)
     return (min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)) / lr
+
+
+def warmup_inverse_sqrt(step: int, warmup_steps: int) -> float:
+    """"Attention Is All You Need"'s schedule as a multiplier of the peak lr: linear
+    warm-up to 1 at ``warmup_steps``, then decay with 1/sqrt(step). The paper's
+    lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) is this with a peak lr of
+    (d_model * warmup_steps)^-0.5."""
+    step = step + 1
+    return min(step / warmup_steps, (warmup_steps / step) ** 0.5)

@@ -1,0 +1,217 @@
+"""Multi30k task 1 (image descriptions, German <-> English), for translation.
+
+Files in the official repository's layout (github.com/multi30k/dataset,
+``data/task1/raw``): ``${data_dir}/multi30k/raw/{train,val,test_2016_flickr}.{de,en}.gz``,
+downloaded when missing. A joint BPE vocabulary over both languages is trained with
+Hugging Face ``tokenizers`` on the training split and cached under ``cache_dir``.
+Batches hold sentences of similar length (length buckets) so that padding stays small.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import random
+import warnings
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from zoo.data.base import ZooDataModule
+from zoo.data.download import ensure_file
+from zoo.data.tokenizers import HFTokenizer
+
+URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
+SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown
+IGNORE = -100  # target_out at padding (the loss ignores it)
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a gzipped text file; an empty line is an error naming the file."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
+    if empty:
+        raise ValueError(f"{path}: {len(empty)} empty line(s), first at line {empty[0]} of {len(lines)}")
+    return lines
+
+
+def read_parallel(source: Path, target: Path) -> tuple[list[str], list[str]]:
+    """Aligned source/target lines; the two files must have the same number of lines."""
+    src, tgt = read_lines(source), read_lines(target)
+    if len(src) != len(tgt):
+        raise ValueError(f"{source} has {len(src)} lines but {target} has {len(tgt)}: the files are not aligned")
+    return src, tgt
+
+
+def train_bpe(texts: list[str], vocab_size: int, cache: Path) -> HFTokenizer:
+    """A BPE tokenizer trained on ``texts`` (Metaspace pre-tokenizer: decoding restores the
+    spaces, so decoded output is detokenized text), cached as JSON at ``cache``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    if cache.exists():
+        return HFTokenizer(Tokenizer.from_file(str(cache)))
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
+                                                       show_progress=False))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_name(cache.name + ".part")
+    tok.save(str(partial))
+    partial.rename(cache)
+    return HFTokenizer(tok)
+
+
+class Pairs(Dataset):
+    """Tokenized (source, target) pairs with their raw target text."""
+
+    def __init__(self, source: list[list[int]], target: list[list[int]], references: list[str]):
+        self.source, self.target, self.references = source, target, references
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int], str]:
+        return self.source[i], self.target[i], self.references[i]
+
+
+class LengthBuckets(Dataset):
+    """Item i is batch i: indices of ``batch_size`` pairs of similar length.
+
+    Pairs are shuffled (seeded), cut into pools of ``pool`` batches, sorted by length
+    inside each pool and cut into batches; the loader shuffles the batch order.
+    """
+
+    def __init__(self, pairs: Pairs, batch_size: int, seed: int, shuffle: bool, pool: int = 50):
+        order = list(range(len(pairs)))
+        if shuffle:
+            random.Random(seed).shuffle(order)
+        batches = []
+        for start in range(0, len(order), batch_size * pool):
+            chunk = sorted(order[start : start + batch_size * pool],
+                           key=lambda i: (len(pairs.source[i]), len(pairs.target[i])))
+            batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+        self.pairs, self.batches = pairs, batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> list[tuple[list[int], list[int], str]]:
+        return [self.pairs[j] for j in self.batches[i]]
+
+
+def collate(items: list[tuple[list[int], list[int], str]], pad: int, bos: int, eos: int) -> dict:
+    """Pad a batch into the sequence-to-sequence format (see zoo.objectives.seq2seq)."""
+    b = len(items)
+    s, t = max(len(x[0]) for x in items), max(len(x[1]) for x in items) + 1
+    source = torch.full((b, s), pad, dtype=torch.long)
+    target_in = torch.full((b, t), pad, dtype=torch.long)
+    target_out = torch.full((b, t), IGNORE, dtype=torch.long)
+    for i, (src, tgt, _) in enumerate(items):
+        source[i, : len(src)] = torch.tensor(src)
+        target_in[i, : len(tgt) + 1] = torch.tensor([bos, *tgt])
+        target_out[i, : len(tgt) + 1] = torch.tensor([*tgt, eos])
+    return {"source": source, "source_padding": source != pad, "target_in": target_in,
+            "target_out": target_out, "references": [x[2] for x in items]}
+
+
+class Collate:
+    """Picklable collate function (for worker processes)."""
+
+    def __init__(self, pad: int, bos: int, eos: int):
+        self.pad, self.bos, self.eos = pad, bos, eos
+
+    def __call__(self, items):
+        return collate(items, self.pad, self.bos, self.eos)
+
+
+class Multi30k(ZooDataModule):
+    """Multi30k task 1 translation, ``src`` -> ``tgt`` (German -> English by default).
+
+    Args:
+        src, tgt: languages (``de``, ``en``).
+        vocab_size: size of the joint BPE vocabulary.
+        max_len: longest source and target (in tokens, the target with its start/end
+            token); longer sentences are truncated, with a warning.
+        prefix: text put before every source sentence (T5's task prefix, e.g.
+            "translate German to English: ").
+        test_split: the official test set used by ``test``.
+    """
+
+    provides = "text_pairs"
+
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
+                 vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",
+                 seed: int = 1337, num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        if {src, tgt} != {"de", "en"}:
+            raise ValueError(f"Multi30k task 1 has de and en; got src={src!r}, tgt={tgt!r}")
+        self.src, self.tgt, self.vocab_size, self.max_len = src, tgt, vocab_size, max_len
+        self.prefix, self.seed = prefix, seed
+        self.files = {split: name for split, name in SPLITS.items()}
+        self.files["test"] = test_split
+        self.root = self.data_dir / "multi30k" / "raw"
+        self.pairs: dict[str, Pairs] = {}
+
+    def path(self, split: str, lang: str) -> Path:
+        return self.root / f"{self.files[split]}.{lang}.gz"
+
+    def prepare_data(self) -> None:
+        for split in self.files:
+            for lang in ("de", "en"):
+                path = self.path(split, lang)
+                ensure_file(path, URL.format(name=path.name))
+
+    def _tokenizer(self) -> HFTokenizer:
+        files = [self.path("train", lang) for lang in ("de", "en")]
+        digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+        cache = self.cache_dir / "multi30k" / f"bpe{self.vocab_size}-{digest}.json"
+        texts = [line for f in files for line in read_lines(f)]
+        return train_bpe(texts, self.vocab_size, cache)
+
+    def _truncate(self, rows: list[list[int]], limit: int, what: str) -> list[list[int]]:
+        long = sum(len(r) > limit for r in rows)
+        if long:
+            warnings.warn(f"Multi30k: {long} {what} sentence(s) longer than {limit} tokens were truncated "
+                          f"(data.max_len={self.max_len})", stacklevel=2)
+        return [r[:limit] for r in rows]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.pairs:
+            return
+        for split in self.files:
+            for lang in ("de", "en"):
+                if not self.path(split, lang).exists():
+                    raise FileNotFoundError(f"{self.path(split, lang)} is missing: run prepare_data() or put the "
+                                            f"official file ({URL.format(name=self.path(split, lang).name)}) there")
+        self.tokenizer = self._tokenizer()
+        for split in self.files:
+            src, tgt = read_parallel(self.path(split, self.src), self.path(split, self.tgt))
+            source = self._truncate(self.tokenizer.encode_batch([self.prefix + s for s in src]),
+                                    self.max_len, f"{split} source")
+            target = self._truncate(self.tokenizer.encode_batch(tgt), self.max_len - 1, f"{split} target")
+            self.pairs[split] = Pairs(source, target, tgt)
+        pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS[:3])
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
+
+    def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:
+        batches = LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle)
+        d = self.dims
+        # Each dataset item is already a batch: no automatic batching (batch_size=None).
+        return StatefulDataLoader(batches, batch_size=None, shuffle=shuffle, num_workers=self.num_workers,
+                                  collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]),
+                                  persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self):
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self):
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self):
+        return self._loader("test", shuffle=False)

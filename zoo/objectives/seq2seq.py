@@ -1,0 +1,156 @@
+"""Sequence-to-sequence learning (translation, speech recognition, span corruption,
+captioning): an encoder reads the source, a decoder predicts the target.
+
+Batches are dicts (whatever the source is):
+
+    source          (B, S, ...)  token ids, log-mel frames, images ...
+    source_padding  (B, S) bool  True at real source positions (absent: no padding)
+    target_in       (B, T) long  decoder input: start token(s) + target[:-1]
+    target_out      (B, T) long  what each position predicts; -100 at padding (ignored)
+    references      list[str]    optional: raw target texts, for BLEU at test time
+
+A text batch ``{"tokens", "padding"}`` (a plain text corpus such as WikiText) is
+turned into a source/target pair first by ``span_corruption`` (T5's pre-training
+objective) when one is configured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hydra
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
+from torchmetrics.text import SacreBLEUScore
+
+from zoo.data.tokenizers import tokenizer_from_state
+from zoo.decoding import beam_search, greedy, strip_eos
+from zoo.objectives.base import Objective, plain
+
+IGNORE = -100  # target_out at padding positions
+
+
+class Seq2Seq(Objective):
+    """Teacher-forced cross-entropy with label smoothing; BLEU of greedy and beam-search
+    decoding at test time.
+
+    Args (besides :class:`Objective`'s):
+        label_smoothing: the paper's 0.1 by default.
+        eos_id: the end-of-sequence token (needed to decode; None = no decoding).
+        bos_id, pad_id: the decoder's start token and the source padding token, for
+            :meth:`translate` (raw text in, text out).
+        prompt_len: how many leading ``target_in`` tokens prompt the decoder when decoding
+            (1: the start token; Whisper's task tokens are more).
+        decoding: ``max_new_tokens``, ``beam_size``, ``length_penalty`` for test-time decoding.
+        bleu: decode the test set and log ``test/bleu_greedy`` and ``test/bleu_beam``
+            (sacreBLEU, 13a tokenisation, detokenized output vs raw references).
+        span_corruption: config of a ``zoo.data.span_corruption.SpanCorruption``, applied
+            to text batches (``{"tokens", "padding"}``).
+        init_from: a Lightning checkpoint whose network weights start this run (fine-tuning
+            a pre-trained model); every weight must match in name and shape.
+    """
+
+    def __init__(self, *args, label_smoothing: float = 0.1, eos_id: int | None = None, bos_id: int | None = None,
+                 pad_id: int | None = None, prompt_len: int = 1,
+                 decoding: dict | None = None, bleu: bool = True, span_corruption: Any = None,
+                 init_from: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Kept in the checkpoint so that load_from_checkpoint decodes the same way; not
+        # init_from: its weights are in the checkpoint already.
+        self.hparams.update({"label_smoothing": label_smoothing, "eos_id": eos_id, "bos_id": bos_id,
+                             "pad_id": pad_id, "prompt_len": prompt_len,
+                             "decoding": plain(decoding), "bleu": bleu, "span_corruption": plain(span_corruption)})
+        self.label_smoothing, self.eos_id, self.prompt_len = label_smoothing, eos_id, prompt_len
+        self.bos_id, self.pad_id = bos_id, pad_id
+        self.decoding = {"max_new_tokens": None, "beam_size": 4, "length_penalty": 1.0, **(decoding or {})}
+        self.bleu = bleu and eos_id is not None
+        self.span_corruption = hydra.utils.instantiate(span_corruption) if span_corruption else None
+        self.bleu_greedy, self.bleu_beam = SacreBLEUScore(), SacreBLEUScore()
+        self._tokenizer = None
+        if init_from:
+            self.load_net_weights(init_from)
+
+    def load_net_weights(self, path: str) -> None:
+        """Start from the network of a checkpoint (shape-checked, all weights)."""
+        from zoo.convert.common import load_mapped
+
+        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+        load_mapped(self.net, {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
+        rank_zero_info(f"initialised the network from {path}")
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None and self.hparams.tokenizer is not None:
+            self._tokenizer = tokenizer_from_state(self.hparams.tokenizer)
+        return self._tokenizer
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        if isinstance(batch, dict) and "tokens" in batch:
+            if self.span_corruption is None:
+                raise ValueError("this sequence-to-sequence model got a plain text batch (tokens, padding) "
+                                 "but has no span_corruption configured to make source/target pairs of it")
+            return self.span_corruption(batch["tokens"], batch.get("padding"))
+        return batch
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean label-smoothed cross-entropy over real target tokens, and that count."""
+        logits = self.forward_net(batch["source"], batch["target_in"], batch.get("source_padding"))
+        target = batch["target_out"]
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=IGNORE,
+                               label_smoothing=self.label_smoothing)
+        return loss, (target != IGNORE).sum()
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, n_tokens = self.loss(batch)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/target_tokens", n_tokens.float(), reduce_fx="sum")
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, _ = self.loss(batch)
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(batch["target_out"]))
+
+    def decode(self, batch: dict, beam: bool) -> list[list[int]]:
+        """Generated ids (eos and prompt stripped) for each row of ``batch``."""
+        prompt = batch["target_in"][:, : self.prompt_len]
+        d = self.decoding
+        if beam:
+            out = beam_search(self.net, batch["source"], prompt, self.eos_id, batch.get("source_padding"),
+                              d["beam_size"], d["length_penalty"], d["max_new_tokens"])
+        else:
+            out = greedy(self.net, batch["source"], prompt, self.eos_id, batch.get("source_padding"),
+                         d["max_new_tokens"])
+        return strip_eos(out, self.eos_id)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        loss, _ = self.loss(batch)
+        self.log("test/loss", loss, sync_dist=True, batch_size=len(batch["target_out"]))
+        if not self.bleu or "references" not in batch or self.tokenizer is None:
+            return
+        references = [[ref] for ref in batch["references"]]
+        for beam, metric in ((False, self.bleu_greedy), (True, self.bleu_beam)):
+            hypotheses = [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
+            metric.update(hypotheses, references)
+
+    def on_test_epoch_end(self) -> None:
+        if self.bleu and self.bleu_greedy.update_count:
+            self.log("test/bleu_greedy", self.bleu_greedy.compute() * 100)
+            self.log("test/bleu_beam", self.bleu_beam.compute() * 100)
+            self.bleu_greedy.reset()
+            self.bleu_beam.reset()
+
+    @torch.no_grad()
+    def translate(self, texts: list[str], beam: bool = True) -> list[str]:
+        """Raw source sentences -> detokenized outputs (text-to-text models)."""
+        if self.tokenizer is None or self.bos_id is None or self.pad_id is None:
+            raise ValueError("translate needs a tokenizer, bos_id and pad_id in the checkpoint (a text-to-text model)")
+        rows = [self.tokenizer.encode(t)[: self.net.context] for t in texts]
+        source = torch.full((len(rows), max(len(r) for r in rows)), self.pad_id, dtype=torch.long, device=self.device)
+        padding = torch.zeros_like(source, dtype=torch.bool)
+        for i, r in enumerate(rows):
+            source[i, : len(r)] = torch.tensor(r)
+            padding[i, : len(r)] = True
+        prompt = torch.full((len(rows), 1), self.bos_id, dtype=torch.long, device=self.device)
+        batch = {"source": source, "source_padding": padding, "target_in": prompt}
+        return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]

@@ -115,6 +115,12 @@ class EncoderDecoder(nn.Module):
     def new_cache(self) -> KVCache:
         return KVCache(self.n_decoder_layers)
 
+    def batch_flops(self, source: Tensor, target: Tensor) -> int:
+        """Training FLOPs of one step on ``source`` and ``target`` (what ``forward`` takes)."""
+        embedder = self.encoder_embedder
+        length = embedder.output_length(source) if hasattr(embedder, "output_length") else source.shape[1]
+        return self.training_flops(source.shape[0], length, target.shape[1])
+
     def training_flops(self, batch: int, source_length: int, target_length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
         ``source_length`` encoder and ``target_length`` decoder positions (see zoo.flops)."""

@@ -102,8 +102,9 @@ class Seq2Seq(Objective):
         return loss, (target != IGNORE).sum()
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        self.flops_per_batch = self.net.batch_flops(batch["source"], batch["target_in"])
         loss, n_tokens = self.loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         self.log("train/target_tokens", n_tokens.float(), reduce_fx="sum")
         return loss
 

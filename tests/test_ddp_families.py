@@ -27,7 +27,21 @@ def _vit(data):
     return ["model=vit", "data=cifar10", "model.net.n_layers=1", *TINY_BLOCK, "data.batch_size=8", "data.val_size=8"]
 
 
-FAMILIES = {"bert": _bert, "vit": _vit}
+def _transformer(data):
+    from test_transformer_multi30k import write_corpus
+
+    write_corpus(data)
+    return ["model=transformer_small", "data=multi30k", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+            *TINY_BLOCK, "data.batch_size=8", "data.vocab_size=120", "model.decoding.max_new_tokens=4"]
+
+
+def _t5(data):
+    write_wikitext(data)
+    return ["model=t5_mini", "data=wikitext", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+            *TINY_BLOCK, "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
+
+
+FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -2,16 +2,17 @@
 for the zoo model and its reference, in one process, and print the ratios.
 
 Timing alternates between the two models (so background load hits both alike) and
-reports the median step. Peak memory is the growth of the resident set during one
-training step, measured in a forked child per model so the two do not mix
+reports the median step. Peak memory is the growth of the resident set while one
+model is built and trained for two steps (weights, grads, optimizer state, activations), measured in a fresh subprocess per model so the two do not mix
 (on a GPU: ``torch.cuda.max_memory_allocated``).
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -33,32 +34,37 @@ def make_step(model: nn.Module, loss_fn: StepFn, lr: float = 1e-4) -> Callable[[
     return step
 
 
-def _peak_rss_of(step: Callable[[], None]) -> float:
-    """MiB the resident set grows by during steps 2-3 (after warm-up), in a forked child."""
-    step()  # optimizer state and allocator warm-up, in the parent, before forking
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read)
-        # A forked child hangs in the parent's CPU thread pool on its first convolution;
-        # one thread avoids it (the memory a step needs does not depend on the thread count).
-        torch.set_num_threads(1)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        step()
-        step()
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        os.write(write, str((after - before) / 1024).encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        value = float(f.read())
-    os.waitpid(pid, 0)
-    return value
+def _status_mib(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM), in MiB."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
 
 
-def compare(name: str, zoo_step: Callable[[], None], ref_name: str, ref_step: Callable[[], None],
-            warmup: int = 3, steps: int = 10, device: str = "cpu") -> dict[str, float]:
-    """Time both steps alternately and print zoo/reference ratios of time and memory."""
+def _peak_rss_in_subprocess(label: str) -> float:
+    """Re-run this script with only ``label``'s model, in a fresh process, and read back
+    how far its resident set grew while building it and training two steps: a fresh
+    process per model keeps the two from mixing."""
+    env = dict(os.environ, ZOO_BENCH_MEMORY_OF=label)
+    out = subprocess.run([sys.executable, *sys.argv], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def compare(name: str, zoo_factory: Callable[[], Callable[[], None]], ref_name: str,
+            ref_factory: Callable[[], Callable[[], None]], warmup: int = 3, steps: int = 10,
+            device: str = "cpu") -> dict[str, float]:
+    """Build both training steps (each factory builds its model and returns its step),
+    time them alternately and print zoo/reference ratios of time and memory."""
+    only = os.environ.get("ZOO_BENCH_MEMORY_OF")
+    if only is not None:  # the memory-measuring subprocess: build and run one model only
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the high-water mark, so import-time peaks do not count
+        before = _status_mib("VmRSS")
+        step = (zoo_factory if only == name else ref_factory)()
+        step(); step()
+        print(_status_mib("VmHWM") - before)
+        sys.exit(0)
+    zoo_step, ref_step = zoo_factory(), ref_factory()
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     for _ in range(warmup):
         zoo_step(); ref_step()
@@ -75,7 +81,7 @@ def compare(name: str, zoo_step: Callable[[], None], ref_name: str, ref_step: Ca
             mem[label] = torch.cuda.max_memory_allocated() / 2**20
         m_zoo, m_ref = mem[name], mem[ref_name]
     else:
-        m_zoo, m_ref = _peak_rss_of(zoo_step), _peak_rss_of(ref_step)
+        m_zoo, m_ref = _peak_rss_in_subprocess(name), _peak_rss_in_subprocess(ref_name)
     print(f"{name:>24}: step {t_zoo * 1000:8.1f} ms   peak +{m_zoo:8.1f} MiB")
     print(f"{ref_name:>24}: step {t_ref * 1000:8.1f} ms   peak +{m_ref:8.1f} MiB")
     print(f"{'ratio zoo/reference':>24}: time {t_zoo / t_ref:.3f}x   memory {m_zoo / max(m_ref, 1e-9):.3f}x")

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from common import compare, make_step
-from zoo.convert.gpt2 import from_transformers
+from zoo.convert.common import build_net
+from zoo.convert.gpt2 import gpt_config_overrides
 
 
 def main() -> None:
@@ -30,15 +31,20 @@ def main() -> None:
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=a.vocab, n_positions=a.context, n_embd=a.width, n_layer=a.layers, n_head=a.heads,
                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    ref = GPT2LMHeadModel(cfg).to(a.device).train()
-    zoo = from_transformers(ref).to(a.device).train()
     x = torch.randint(0, a.vocab, (a.batch, a.context), device=a.device)
     y = torch.randint(0, a.vocab, (a.batch, a.context), device=a.device)
     print(f"GPT {a.layers} layers, {a.width} wide, context {a.context}, batch {a.batch}, fp32, {a.device}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    compare("zoo GPT", make_step(zoo, lambda: F.cross_entropy(zoo(x).flatten(0, 1), y.flatten())),
-            "GPT2LMHeadModel", make_step(ref, lambda: F.cross_entropy(ref(x).logits.flatten(0, 1), y.flatten())),
-            steps=a.steps, device=a.device)
+
+    def zoo_step():
+        zoo = build_net("gpt", gpt_config_overrides(cfg), {"vocab_size": a.vocab}).to(a.device).train()
+        return make_step(zoo, lambda: F.cross_entropy(zoo(x).flatten(0, 1), y.flatten()))
+
+    def ref_step():
+        ref = GPT2LMHeadModel(cfg).to(a.device).train()
+        return make_step(ref, lambda: F.cross_entropy(ref(x).logits.flatten(0, 1), y.flatten()))
+
+    compare("zoo GPT", zoo_step, "GPT2LMHeadModel", ref_step, steps=a.steps, device=a.device)
 
 
 if __name__ == "__main__":

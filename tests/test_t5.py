@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers")
 
 from zoo.convert.t5 import from_transformers, load_pretrained  # noqa: E402
 from zoo.data.span_corruption import SpanCorruption, noise_spans  # noqa: E402
-from zoo.decoding import greedy  # noqa: E402
+from zoo.decoding import beam_search, greedy, strip_eos  # noqa: E402
 from zoo.nn.relative_bias import RelativePositionBias  # noqa: E402
 
 VOCAB = 150
@@ -58,6 +58,21 @@ def test_greedy_matches_transformers_generate():
     for r, o in zip(ref[:, 1:].tolist(), out.tolist()):  # ref: start token, ids, then pad (0) after eos
         r = r[: r.index(1) + 1] if 1 in r else r
         assert o[: len(r)] == r
+
+
+@pytest.mark.parametrize("length_penalty", [1.0, 0.0])
+def test_beam_search_matches_transformers_generate(length_penalty):
+    hf = tiny_t5("relu", True, decoder_layers=2)
+    with torch.no_grad():
+        hf.shared.weight[1] *= 3  # make eos likely, so that hypotheses finish at different lengths
+    net = from_transformers(hf)
+    source, padding, _ = batch()
+    ref = hf.generate(input_ids=source, attention_mask=padding.long(), num_beams=4, max_new_tokens=10,
+                      do_sample=False, length_penalty=length_penalty, early_stopping=False)
+    out = beam_search(net, source, torch.zeros(3, 1, dtype=torch.long), 1, padding, beam_size=4,
+                      length_penalty=length_penalty, max_new_tokens=10)
+    ref_rows = [r[: r.index(1)] if 1 in r else [t for t in r if t != 0] for r in ref[:, 1:].tolist()]
+    assert strip_eos(out, 1) == ref_rows
 
 
 def test_loader_reads_a_checkpoint_directory(tmp_path):
@@ -139,3 +154,26 @@ def test_noise_spans_have_the_configured_statistics():
     lengths = [e - s for _ in range(500) for s, e in noise_spans(rng, 512, 0.15, 3.0)]
     assert sum(lengths) == 500 * round(512 * 0.15)
     assert abs(sum(lengths) / len(lengths) - 3.0) < 0.05
+
+
+def test_t5_trains_on_text_blocks_through_span_corruption():
+    """model=t5 on plain text (e.g. data=wikitext: {"tokens", "padding"} batches)."""
+    import hydra
+    from omegaconf import open_dict
+
+    from zoo.convert.common import compose_config
+
+    cfg = compose_config(["model=t5_mini", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+                          "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.block.d_ff=64"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": 300, "pad_id": 0}
+    model = hydra.utils.instantiate(cfg.model, tokenizer=None)
+    assert model.net.head.proj.out_features == 300 + 102
+    tokens = torch.randint(1, 300, (4, 48))
+    padding = torch.ones(4, 48, dtype=torch.bool)
+    padding[2, 30:] = False
+    batch = model.on_before_batch_transfer({"tokens": tokens, "padding": padding}, 0)
+    assert batch["target_in"][:, 0].eq(300 + 101).all() and batch["source"].max() < 402
+    loss, n = model.loss(batch)
+    assert torch.isfinite(loss) and n > 0
+    loss.backward()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from zoo.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
 from zoo.model import Stack, init_weights
+from zoo.nn.attention import fold_into_bias
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.masks import CausalMask, NoMask, padding_mask
@@ -72,8 +74,10 @@ class EncoderDecoder(nn.Module):
         x = self.encoder_embedder(source, **embed_kwargs)
         length = x.shape[1]
         mask, is_causal = self.encoder_mask(length, length, x.device, source_padding)
-        bias = None if self.encoder_bias is None else self.encoder_bias(length, length, 0)
-        return self.encoder(x, mask, is_causal, bias=bias)
+        if self.encoder_bias is not None:  # fold the mask into the shared bias once, not per layer
+            bias = fold_into_bias(self.encoder_bias(length, length, 0), mask, is_causal, length, length)
+            return self.encoder(x, bias=bias)
+        return self.encoder(x, mask, is_causal)
 
     def decode(
         self,
@@ -88,7 +92,11 @@ class EncoderDecoder(nn.Module):
         x = self.decoder_embedder(target, start=start)
         length = x.shape[1]
         mask, is_causal = self.decoder_mask(length, start + length, x.device, target_padding)
-        bias = None if self.decoder_bias is None else self.decoder_bias(length, start + length, start)
+        bias = None
+        if self.decoder_bias is not None:  # fold the mask into the shared bias once, not per layer
+            bias = fold_into_bias(self.decoder_bias(length, start + length, start), mask, is_causal, length,
+                                  start + length)
+            mask, is_causal = None, False
         context_mask = None if source_padding is None else padding_mask(source_padding)
         h = self.decoder(x, mask, is_causal, bias=bias, context=memory, context_mask=context_mask, cache=cache)
         return self.head(h)
@@ -106,3 +114,18 @@ class EncoderDecoder(nn.Module):
 
     def new_cache(self) -> KVCache:
         return KVCache(self.n_decoder_layers)
+
+    def batch_flops(self, source: Tensor, target: Tensor) -> int:
+        """Training FLOPs of one step on ``source`` and ``target`` (what ``forward`` takes)."""
+        embedder = self.encoder_embedder
+        length = embedder.output_length(source) if hasattr(embedder, "output_length") else source.shape[1]
+        return self.training_flops(source.shape[0], length, target.shape[1])
+
+    def training_flops(self, batch: int, source_length: int, target_length: int) -> int:
+        """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
+        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.flops)."""
+        encoder = source_length * linear_flops(self.encoder) + attention_flops(self.encoder, source_length, source_length)
+        kv = cross_kv_flops(self.decoder)
+        decoder = (target_length * (linear_flops(self.decoder) - kv + linear_flops(self.head)) + source_length * kv
+                   + attention_flops(self.decoder, target_length, target_length, source_length))
+        return training_flops(batch * (encoder + decoder))

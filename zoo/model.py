@@ -11,6 +11,7 @@ import math
 
 from torch import Tensor, nn
 
+from zoo.flops import attention_flops, linear_flops, training_flops
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.norms import make_norm
@@ -102,19 +103,24 @@ class Model(nn.Module):
         key_padding: Tensor | None = None,
         prefix_len: Tensor | None = None,
         cache: KVCache | None = None,
+        keep: Tensor | None = None,
         **embed_kwargs,
     ) -> Tensor:
         """inputs (B, L) token ids (or what the embedder takes) -> head output, e.g. (B, L, V).
 
         key_padding (B, L): True at real positions. prefix_len (B,): for prefix-LM masks.
         cache: decode incrementally, ``inputs`` being the new positions only.
+        keep (B, L) bool: only these positions go through the head, which then returns
+        (N, ...) for the N kept positions. A masked LM scores ~15% of the positions, so
+        this skips most of the (large) vocabulary projection.
         """
         start = 0 if cache is None else cache.length
         x = self.embedder(inputs, start=start, **embed_kwargs)
         length = x.shape[1]
         mask, is_causal = self.mask(length, start + length, x.device, key_padding, prefix_len)
         rope = None if self.rope is None else self.rope(length, start)
-        return self.head(self.stack(x, mask, is_causal, rope=rope, cache=cache))
+        x = self.stack(x, mask, is_causal, rope=rope, cache=cache)
+        return self.head(x if keep is None else x[keep])
 
     def new_cache(self) -> KVCache:
         return KVCache(self.n_layers)
@@ -123,3 +129,14 @@ class Model(nn.Module):
         """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""
         total = sum(p.numel() for p in self.parameters())
         return total if embedding else total - sum(p.numel() for p in self.embedder.parameters())
+
+    def batch_flops(self, inputs: Tensor) -> int:
+        """Training FLOPs of one step on ``inputs`` (what ``forward`` takes)."""
+        length = self.embedder.output_length(inputs) if hasattr(self.embedder, "output_length") else inputs.shape[1]
+        return self.training_flops(inputs.shape[0], length)
+
+    def training_flops(self, batch: int, length: int) -> int:
+        """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
+        ``length`` positions (see zoo.flops)."""
+        per_token = linear_flops(self.stack) + linear_flops(self.head)
+        return training_flops(batch * (length * per_token + attention_flops(self.stack, length, length)))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from zoo.plots import plot_curves
 
 
 def _choice(group: str, default: str) -> str:
@@ -30,6 +33,13 @@ def build(cfg: DictConfig):
         )
     datamodule.prepare_data()
     datamodule.setup("fit")
+    # The model config reads facts about the data as ${dims.NAME}: all of them must be there.
+    needed = set(re.findall(r"\$\{dims\.(\w+)", OmegaConf.to_yaml(cfg.model)))
+    if needed - datamodule.dims.keys():
+        raise ValueError(
+            f"model={_choice('model', '?')} needs {sorted(needed - datamodule.dims.keys())} from the data, but "
+            f"data={_choice('data', '?')} provides only {sorted(datamodule.dims)}: pick a matching pair"
+        )
     with open_dict(cfg):
         cfg.dims = datamodule.dims
     tokenizer = datamodule.tokenizer.state() if datamodule.tokenizer is not None else None
@@ -53,4 +63,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
         metrics.update({k: float(v) for r in results for k, v in r.items()})
+    log = Path(cfg.paths.output_dir) / "metrics.csv"
+    if trainer.is_global_zero and log.exists():
+        plot_curves(log, Path(cfg.paths.output_dir) / "curves.png")
     return metrics

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
-from torch.utils.data import Dataset
+import torch
+from torch.utils.data import Dataset, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 
@@ -36,10 +37,22 @@ class ZooDataModule(L.LightningDataModule):
             )
         return self.batch_size // world
 
-    def loader(self, dataset: Dataset, shuffle: bool = False, **kwargs) -> StatefulDataLoader:
+    def loader(self, dataset: Dataset, shuffle: bool = False, seed: int = 0, **kwargs) -> StatefulDataLoader:
         """A DataLoader whose position is saved in checkpoints, so a resumed run continues
-        with the next batch rather than the start of the epoch."""
+        with the next batch rather than the start of the epoch.
+
+        Under DDP each rank takes every world_size-th item (the trainer configs set
+        ``use_distributed_sampler: false``: Lightning's own sampler would shuffle the
+        training data), so a global batch holds the same items as on one process.
+        """
+        trainer = self.trainer
+        sampler = None
+        if trainer is not None and trainer.world_size > 1:
+            sampler = DistributedSampler(dataset, num_replicas=trainer.world_size, rank=trainer.global_rank,
+                                         shuffle=shuffle, seed=seed)
+        elif shuffle:
+            sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
         return StatefulDataLoader(
-            dataset, batch_size=self.rank_batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            dataset, batch_size=self.rank_batch_size, sampler=sampler, num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0, **kwargs,
         )

@@ -25,7 +25,7 @@ from zoo.data.tokenizers import HFTokenizer
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
-SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown
 IGNORE = -100  # target_out at padding (the loss ignores it)
 
 
@@ -196,15 +196,15 @@ class Multi30k(ZooDataModule):
                                     self.max_len, f"{split} source")
             target = self._truncate(self.tokenizer.encode_batch(tgt), self.max_len - 1, f"{split} target")
             self.pairs[split] = Pairs(source, target, tgt)
-        t = self.tokenizer
-        self.dims = {"vocab_size": t.vocab_size, "pad_id": t.pad_id, "bos_id": t.bos_id, "eos_id": t.eos_id}
+        pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS[:3])
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:
         batches = LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle)
-        t = self.tokenizer
+        d = self.dims
         # Each dataset item is already a batch: no automatic batching (batch_size=None).
         return StatefulDataLoader(batches, batch_size=None, shuffle=shuffle, num_workers=self.num_workers,
-                                  collate_fn=Collate(t.pad_id, t.bos_id, t.eos_id),
+                                  collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]),
                                   persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self):

@@ -3,6 +3,12 @@ checkpoint alone is enough to decode what its model generates."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Iterable
+
+from tokenizers import Tokenizer
+
 
 class CharTokenizer:
     """One token per character of a fixed alphabet (nanoGPT's character-level Shakespeare).
@@ -48,40 +54,63 @@ class CharTokenizer:
 
 
 class HFTokenizer:
-    """A Hugging Face ``tokenizers`` tokenizer (BPE, unigram, ...), with its pad / bos /
-    eos ids; its state is the tokenizer's own JSON, so a checkpoint carries it whole."""
+    """A Hugging Face ``tokenizers`` tokenizer (BERT's WordPiece, ...); its state is the
+    tokenizer's JSON string. ``encode`` adds no special tokens: the data module places them."""
 
-    def __init__(self, tokenizer, pad: str = "<pad>", bos: str = "<s>", eos: str = "</s>"):
+    def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
-        self.specials = {"pad": pad, "bos": bos, "eos": eos}
-        ids = {name: tokenizer.token_to_id(token) for name, token in self.specials.items()}
-        missing = [token for name, token in self.specials.items() if ids[name] is None]
-        if missing:
-            raise ValueError(f"the tokenizer has no special tokens {missing}")
-        self.pad_id, self.bos_id, self.eos_id = ids["pad"], ids["bos"], ids["eos"]
+
+    @classmethod
+    def train_wordpiece(cls, texts: Iterable[str], vocab_size: int, special_tokens: list[str],
+                        lowercase: bool = True) -> "HFTokenizer":
+        """BERT's WordPiece (BERT normalizer and pre-tokenizer, ``##`` continuations) learnt
+        from ``texts``; ``special_tokens`` get the first ids, in order."""
+        from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.WordPiece(unk_token=special_tokens[1] if len(special_tokens) > 1 else "[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False)
+        tok.train_from_iterator(texts, trainer)
+        return cls(tok)
+
+    @classmethod
+    def from_pretrained_dir(cls, path: str | Path) -> "HFTokenizer":
+        """The tokenizer of a Hugging Face checkpoint directory: ``tokenizer.json``, or
+        ``vocab.txt`` (WordPiece; lower-cased unless ``tokenizer_config.json`` says otherwise)."""
+        path = Path(path)
+        if (path / "tokenizer.json").is_file():
+            return cls(Tokenizer.from_file(str(path / "tokenizer.json")))
+        if (path / "vocab.txt").is_file():
+            from tokenizers.implementations import BertWordPieceTokenizer
+
+            config = path / "tokenizer_config.json"
+            lowercase = json.loads(config.read_text()).get("do_lower_case", True) if config.is_file() else True
+            return cls(BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=lowercase)._tokenizer)
+        raise FileNotFoundError(f"{path} has neither tokenizer.json nor vocab.txt")
 
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
 
+    def token_id(self, token: str) -> int:
+        i = self.tokenizer.token_to_id(token)
+        if i is None:
+            raise KeyError(f"the tokenizer has no {token!r} token")
+        return i
+
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text).ids
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(texts)]
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.tokenizer.decode(ids)
 
     def state(self) -> dict:
-        return {"kind": "hf", "json": self.tokenizer.to_str(), **self.specials}
-
-
-def hf_tokenizer_from_state(state: dict) -> HFTokenizer:
-    """:class:`HFTokenizer` from its :meth:`HFTokenizer.state`."""
-    from tokenizers import Tokenizer
-
-    return HFTokenizer(Tokenizer.from_str(state["json"]), state["pad"], state["bos"], state["eos"])
+        return {"kind": "hf", "json": self.tokenizer.to_str()}
 
 
 def tokenizer_from_state(state: dict):
@@ -89,5 +118,5 @@ def tokenizer_from_state(state: dict):
     if state.get("kind") == "char":
         return CharTokenizer(state["chars"], state.get("specials", ()))
     if state.get("kind") == "hf":
-        return hf_tokenizer_from_state(state)
+        return HFTokenizer(Tokenizer.from_str(state["json"]))
     raise ValueError(f"unknown tokenizer kind {state.get('kind')!r} in checkpoint")

@@ -20,6 +20,16 @@ from zoo.nn.masks import causal_mask
 from zoo.nn.positions import apply_rotary
 
 
+def fold_into_bias(bias: Tensor, mask: Tensor | None, is_causal: bool, q_len: int, k_len: int) -> Tensor:
+    """One additive float mask from an additive ``bias``, a boolean ``mask`` (True = may
+    attend) and causality: SDPA takes an explicit mask or ``is_causal``, not both. A stack
+    that shares one bias over its layers folds it once (not in every layer)."""
+    if is_causal:
+        causal = causal_mask(q_len, k_len, bias.device)
+        mask = causal if mask is None else mask & causal
+    return bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+
+
 def attention(
     q: Tensor,
     k: Tensor,
@@ -47,13 +57,8 @@ def attention(
         repeat = q.shape[1] // k.shape[1]
         k = k.repeat_interleave(repeat, dim=1)
         v = v.repeat_interleave(repeat, dim=1)
-    if bias is not None:  # fold the boolean mask (and causality) into the additive bias
-        if is_causal:  # SDPA takes an explicit mask or is_causal, not both
-            causal = causal_mask(q.shape[-2], k.shape[-2], q.device)
-            mask, is_causal = causal if mask is None else mask & causal, False
-        if mask is not None:
-            bias = bias.masked_fill(~mask, float("-inf"))
-        mask = bias.to(q.dtype)
+    if bias is not None:
+        mask, is_causal = fold_into_bias(bias, mask, is_causal, q.shape[-2], k.shape[-2]).to(q.dtype), False
     if not return_weights:
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale

@@ -102,6 +102,10 @@ class PatchEmbedder(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
 
+    def output_length(self, images: Tensor) -> int:
+        """Vectors per image: the patches, and the CLS token."""
+        return self.n_patches + int(self.cls is not None)
+
     def forward(self, images: Tensor, start: int = 0) -> Tensor:
         """images (B, C, H, W) -> (B, 1 + N, D), N = (H / patch)^2."""
         if images.shape[-2:] != (self.image_size, self.image_size):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from zoo.nn.feedforward import get_activation
+
 
 class LMHead(nn.Module):
     """Vectors -> next-token logits (B, L, V). ``scale`` multiplies the input first
@@ -24,3 +26,56 @@ class LMHead(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x * self.scale if self.scale != 1.0 else x)
+
+
+class MLMHead(nn.Module):
+    """Vectors -> masked-token logits (B, L, V), BERT's prediction head: a transform
+    (dense, activation, LayerNorm), then a decoder whose matrix is tied to the token
+    embedding and whose bias is the head's own (one score offset per vocabulary entry)."""
+
+    def __init__(self, d_model: int, vocab_size: int, activation: str = "gelu", norm_eps: float = 1e-12):
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.act = get_activation(activation)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.decoder = nn.Linear(d_model, vocab_size)
+
+    @property
+    def weight(self) -> nn.Parameter:
+        """The matrix that weight tying shares with the token embedding."""
+        return self.decoder.weight
+
+    def tie(self, embedding: nn.Embedding) -> None:
+        self.decoder.weight = embedding.weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(..., D) -> (..., V)."""
+        return self.decoder(self.norm(self.act(self.dense(x))))
+
+
+class ClassifierHead(nn.Module):
+    """Vectors (B, L, D) -> class logits (B, num_classes): a linear layer on one pooled vector.
+
+    ``pool="cls"`` reads the first token (ViT's CLS, BERT's [CLS]); ``pool="mean"``
+    averages the tokens after the first ``prefix_tokens`` (the CLS is not an image
+    patch, so timm's average pooling leaves it out). ``norm_eps`` adds a LayerNorm
+    after pooling (timm's ``fc_norm``, used with average pooling in place of the
+    stack's final norm).
+    """
+
+    def __init__(self, d_model: int, num_classes: int, pool: str = "cls", prefix_tokens: int = 1,
+                 norm_eps: float | None = None, dropout: float = 0.0):
+        super().__init__()
+        if pool not in ("cls", "mean"):
+            raise ValueError(f"unknown pool {pool!r}: expected 'cls' or 'mean'")
+        self.pool, self.prefix_tokens = pool, prefix_tokens
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(d_model, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, num_classes)."""
+        pooled = x[:, 0] if self.pool == "cls" else x[:, self.prefix_tokens:].mean(dim=1)
+        if self.norm is not None:
+            pooled = self.norm(pooled)
+        return self.proj(self.dropout(pooled))

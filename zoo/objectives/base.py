@@ -9,14 +9,14 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
 
 
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config (what checkpoints store)."""
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
 
 
 class Objective(L.LightningModule):
@@ -31,15 +31,39 @@ class Objective(L.LightningModule):
             against what the data module provides.
         compile: apply ``torch.compile`` to the network.
         tokenizer: the data's tokenizer state, stored so that a checkpoint can decode.
+        init_from: a pretrained checkpoint (e.g. a Hugging Face directory) to start from.
+        converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads it:
+            the net config reshaped to the checkpoint, and the net holding its weights.
+            The reshaped config is what the checkpoint stores (``init_from`` is not: the
+            weights are in the checkpoint, so reloading never reads the directory again).
     """
 
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
-                 tokenizer: dict | None = None):
+                 tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
         super().__init__()
-        self.save_hyperparameters({"net": plain(net), "optim": plain(optim), "input_kind": input_kind,
-                                   "compile": compile, "tokenizer": plain(tokenizer)})
-        self.net = hydra.utils.instantiate(self.hparams.net)
+        net_cfg = plain(net)
+        if init_from:
+            if not converter:
+                raise ValueError(f"model.init_from={init_from} needs model.converter (a function that reads it)")
+            net_cfg, self.net = hydra.utils.get_method(converter)(net_cfg, init_from)
+        else:
+            self.net = hydra.utils.instantiate(net_cfg)
+        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": plain(input_kind),
+                                   "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
         self.forward_net = torch.compile(self.net) if compile else self.net
+
+    # Set by each training_step (analytic, see zoo.flops) for the throughput monitor's MFU.
+    flops_per_batch: int | None = None
+
+    def batch_counts(self, batch) -> tuple[int, int]:
+        """(samples, items) in a batch for the throughput monitor: items are real tokens
+        where the batch marks padding, else positions of its first tensor."""
+        if isinstance(batch, dict):
+            if "padding" in batch:
+                return batch["padding"].shape[0], int(batch["padding"].sum())
+            batch = list(batch.values())
+        first = next(t for t in batch if isinstance(t, torch.Tensor))
+        return first.shape[0], first.shape[0] * (first.shape[1] if first.dim() == 2 else 1)
 
     def configure_optimizers(self):
         o = self.hparams.optim
@@ -60,3 +84,7 @@ class Objective(L.LightningModule):
             raise ValueError(f"unknown optim.schedule {kind!r}: expected 'cosine' or 'inverse_sqrt'")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Which objective wrote this, so zoo.checkpoint.load can rebuild it from the file alone.
+        checkpoint["zoo_objective"] = f"{type(self).__module__}.{type(self).__qualname__}"

@@ -31,8 +31,9 @@ class NextTokenLM(Objective):
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        self.flops_per_batch = self.net.batch_flops(batch[0])
         loss = self.loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # the global batch's loss
         return loss
 
     def validation_step(self, batch, batch_idx: int) -> None:
@@ -55,5 +56,5 @@ class NextTokenLM(Objective):
                        generator=torch.Generator(device=self.device).manual_seed(0))
         text = tokenizer.decode(out[0].tolist())
         print(f"\n--- sample ---\n{text}\n--------------")
-        if self.trainer.log_dir:
-            Path(self.trainer.log_dir, "samples.txt").write_text(text)
+        # default_root_dir is the run directory; (trainer.log_dir would be a collective call)
+        Path(self.trainer.default_root_dir, "samples.txt").write_text(text)

@@ -26,7 +26,7 @@ from torchmetrics.text import SacreBLEUScore
 
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.decoding import beam_search, greedy, strip_eos
-from zoo.objectives.base import Objective
+from zoo.objectives.base import Objective, plain
 
 IGNORE = -100  # target_out at padding positions
 
@@ -38,6 +38,8 @@ class Seq2Seq(Objective):
     Args (besides :class:`Objective`'s):
         label_smoothing: the paper's 0.1 by default.
         eos_id: the end-of-sequence token (needed to decode; None = no decoding).
+        bos_id, pad_id: the decoder's start token and the source padding token, for
+            :meth:`translate` (raw text in, text out).
         prompt_len: how many leading ``target_in`` tokens prompt the decoder when decoding
             (1: the start token; Whisper's task tokens are more).
         decoding: ``max_new_tokens``, ``beam_size``, ``length_penalty`` for test-time decoding.
@@ -49,11 +51,18 @@ class Seq2Seq(Objective):
             a pre-trained model); every weight must match in name and shape.
     """
 
-    def __init__(self, *args, label_smoothing: float = 0.1, eos_id: int | None = None, prompt_len: int = 1,
+    def __init__(self, *args, label_smoothing: float = 0.1, eos_id: int | None = None, bos_id: int | None = None,
+                 pad_id: int | None = None, prompt_len: int = 1,
                  decoding: dict | None = None, bleu: bool = True, span_corruption: Any = None,
                  init_from: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # Kept in the checkpoint so that load_from_checkpoint decodes the same way; not
+        # init_from: its weights are in the checkpoint already.
+        self.hparams.update({"label_smoothing": label_smoothing, "eos_id": eos_id, "bos_id": bos_id,
+                             "pad_id": pad_id, "prompt_len": prompt_len,
+                             "decoding": plain(decoding), "bleu": bleu, "span_corruption": plain(span_corruption)})
         self.label_smoothing, self.eos_id, self.prompt_len = label_smoothing, eos_id, prompt_len
+        self.bos_id, self.pad_id = bos_id, pad_id
         self.decoding = {"max_new_tokens": None, "beam_size": 4, "length_penalty": 1.0, **(decoding or {})}
         self.bleu = bleu and eos_id is not None
         self.span_corruption = hydra.utils.instantiate(span_corruption) if span_corruption else None
@@ -93,8 +102,9 @@ class Seq2Seq(Objective):
         return loss, (target != IGNORE).sum()
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        self.flops_per_batch = self.net.batch_flops(batch["source"], batch["target_in"])
         loss, n_tokens = self.loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         self.log("train/target_tokens", n_tokens.float(), reduce_fx="sum")
         return loss
 
@@ -134,12 +144,14 @@ class Seq2Seq(Objective):
     @torch.no_grad()
     def translate(self, texts: list[str], beam: bool = True) -> list[str]:
         """Raw source sentences -> detokenized outputs (text-to-text models)."""
-        tok = self.tokenizer
-        rows = [tok.encode(t)[: self.net.context] for t in texts]
-        width = max(len(r) for r in rows)
-        source = torch.full((len(rows), width), tok.pad_id, dtype=torch.long, device=self.device)
+        if self.tokenizer is None or self.bos_id is None or self.pad_id is None:
+            raise ValueError("translate needs a tokenizer, bos_id and pad_id in the checkpoint (a text-to-text model)")
+        rows = [self.tokenizer.encode(t)[: self.net.context] for t in texts]
+        source = torch.full((len(rows), max(len(r) for r in rows)), self.pad_id, dtype=torch.long, device=self.device)
+        padding = torch.zeros_like(source, dtype=torch.bool)
         for i, r in enumerate(rows):
             source[i, : len(r)] = torch.tensor(r)
-        prompt = torch.full((len(rows), 1), tok.bos_id, dtype=torch.long, device=self.device)
-        batch = {"source": source, "source_padding": source != tok.pad_id, "target_in": prompt}
-        return [tok.decode(ids) for ids in self.decode(batch, beam)]
+            padding[i, : len(r)] = True
+        prompt = torch.full((len(rows), 1), self.bos_id, dtype=torch.long, device=self.device)
+        batch = {"source": source, "source_padding": padding, "target_in": prompt}
+        return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]

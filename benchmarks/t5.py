@@ -1,0 +1,98 @@
+"""zoo T5 vs Hugging Face T5ForConditionalGeneration at identical shapes (weights converted):
+training step time and peak memory, then beam-search throughput (sentences/s) of
+zoo.decoding.beam_search vs ``generate(num_beams=...)``.
+
+    python benchmarks/t5.py                       # 4+4 layers, 256 wide, vocab 8000, fp32, CPU
+    python benchmarks/t5.py --variant v1.1 --layers 6 --width 512 --heads 8 --ff 2048
+    python benchmarks/t5.py --device cuda --layers 6 --width 512 --heads 8 --ff 2048 --batch 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from transformers import T5Config, T5ForConditionalGeneration
+
+from common import compare, make_step
+from zoo.convert.t5 import from_transformers
+from zoo.decoding import beam_search, strip_eos
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--variant", choices=["v1.0", "v1.1"], default="v1.0")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--ff", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--source", type=int, default=64, help="source tokens")
+    p.add_argument("--target", type=int, default=32, help="target tokens")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--beams", type=int, default=4)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    v11 = a.variant == "v1.1"
+    cfg = T5Config(vocab_size=a.vocab, d_model=a.width, d_kv=a.width // a.heads, d_ff=a.ff, num_layers=a.layers,
+                   num_heads=a.heads, dropout_rate=0.0, feed_forward_proj="gated-gelu" if v11 else "relu",
+                   tie_word_embeddings=not v11, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    ref = T5ForConditionalGeneration(cfg).to(a.device).train()
+    zoo = from_transformers(ref).to(a.device).train()
+    src = torch.randint(2, a.vocab, (a.batch, a.source), device=a.device)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    mask[: a.batch // 2, a.source * 3 // 4:] = False  # half the rows padded
+    tgt_in = torch.randint(2, a.vocab, (a.batch, a.target), device=a.device)
+    tgt_out = torch.randint(2, a.vocab, (a.batch, a.target), device=a.device)
+    print(f"T5 {a.variant}: {a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, FFN {a.ff}, vocab {a.vocab}, "
+          f"batch {a.batch} x ({a.source} -> {a.target}), fp32, {a.device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+
+    def zoo_loss():
+        return F.cross_entropy(zoo(src, tgt_in, mask).flatten(0, 1), tgt_out.flatten())
+
+    def ref_loss():
+        logits = ref(input_ids=src, attention_mask=mask.long(), decoder_input_ids=tgt_in).logits
+        return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
+
+    compare("zoo T5", lambda: make_step(zoo, zoo_loss), "T5ForConditionalGeneration", lambda: make_step(ref, ref_loss),
+            steps=a.steps, device=a.device)
+
+    # Beam search: the same weights, the same sources; both stop when every row is done.
+    zoo.eval(), ref.eval()
+    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
+    prompt = torch.zeros(a.batch, 1, dtype=torch.long, device=a.device)
+
+    def zoo_beam():
+        return beam_search(zoo, src, prompt, 1, mask, beam_size=a.beams, max_new_tokens=a.new_tokens)
+
+    def ref_beam():
+        return ref.generate(input_ids=src, attention_mask=mask.long(), num_beams=a.beams, max_new_tokens=a.new_tokens,
+                            do_sample=False, early_stopping=False)
+
+    times: dict[str, list[float]] = {"zoo": [], "ref": []}
+    with torch.no_grad():
+        zoo_beam(), ref_beam()  # warm-up
+        for _ in range(a.repeats):
+            for name, fn in (("zoo", zoo_beam), ("ref", ref_beam)):
+                sync(); t = time.perf_counter(); fn(); sync()
+                times[name].append(time.perf_counter() - t)
+        # generate's rows: start token, ids, eos, then padding (0)
+        ref_rows = [row[: row.index(1)] if 1 in row else row for row in ref_beam()[:, 1:].tolist()]
+        same = sum(z == r for z, r in zip(strip_eos(zoo_beam(), 1), ref_rows))
+    t_zoo, t_ref = statistics.median(times["zoo"]), statistics.median(times["ref"])
+    print(f"{'zoo beam_search':>24}: {a.batch / t_zoo:8.1f} sentences/s")
+    print(f"{'generate(num_beams)':>24}: {a.batch / t_ref:8.1f} sentences/s")
+    print(f"{'ratio zoo/reference':>24}: time {t_zoo / t_ref:.3f}x   (beams {a.beams}, up to {a.new_tokens} new tokens)")
+    print(f"{'(random weights)':>24}: {same}/{a.batch} outputs identical token for token (with padding)")
+
+
+if __name__ == "__main__":
+    main()

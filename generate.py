@@ -1,0 +1,33 @@
+"""Sample text from a trained language model (GPT, Llama), decoding with the KV cache.
+
+    python generate.py ckpt=outputs/train/<run>/checkpoints/last.ckpt prompt="ROMEO:" temperature=0.8 top_k=200
+"""
+
+from __future__ import annotations
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from zoo.checkpoint import load
+from zoo.data.tokenizers import tokenizer_from_state
+from zoo.generate import generate
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="generate")
+def main(cfg: DictConfig) -> None:
+    objective = load(cfg.ckpt, cfg.device)
+    if objective.hparams.tokenizer is None:
+        raise ValueError(f"{cfg.ckpt} stores no tokenizer: it was not trained on text")
+    tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
+    prompt = torch.tensor([tokenizer.encode(cfg.prompt)] * cfg.num_samples, device=cfg.device)
+    out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
+                   top_p=cfg.top_p, use_cache=cfg.use_cache,
+                   generator=torch.Generator(device=cfg.device).manual_seed(cfg.seed))
+    for row in out.tolist():
+        print(tokenizer.decode(row))
+        print("---")
+
+
+if __name__ == "__main__":
+    main()

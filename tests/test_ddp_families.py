@@ -1,0 +1,54 @@
+"""Every family trains a few steps under 2-process CPU DDP (trainer=ddp_cpu), as a user runs it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_wikitext_files import write_wikitext
+from conftest import run_train
+
+pytestmark = pytest.mark.slow  # multi-process runs: in CI (make test-all), not in `make test`
+
+COMMON = ["trainer=ddp_cpu", "trainer.devices=2", "trainer.max_steps=3", "trainer.val_check_interval=3",
+          "trainer.limit_val_batches=2", "test=false", "optim.warmup_steps=1"]
+TINY_BLOCK = ["model.net.block.d_model=32", "model.net.block.n_heads=2"]
+
+
+def _bert(data):
+    write_wikitext(data)
+    return ["model=bert_mini", "data=wikitext", "model.net.n_layers=2", "model.net.context=32", *TINY_BLOCK,
+            "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
+
+
+def _vit(data):
+    from test_vit_data import make_image_folder
+
+    make_image_folder(data, {"train": 4, "test": 2})
+    return ["model=vit", "data=cifar10", "model.net.n_layers=1", *TINY_BLOCK, "data.batch_size=8", "data.val_size=8"]
+
+
+def _transformer(data):
+    from test_transformer_multi30k import write_corpus
+
+    write_corpus(data)
+    return ["model=transformer_small", "data=multi30k", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+            *TINY_BLOCK, "data.batch_size=8", "data.vocab_size=120", "model.decoding.max_new_tokens=4"]
+
+
+def _t5(data):
+    write_wikitext(data)
+    return ["model=t5_mini", "data=wikitext", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+            *TINY_BLOCK, "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
+
+
+FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_trains_under_ddp_cpu(family, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    overrides = FAMILIES[family](data)
+    run = tmp_path / "run"
+    run_train(run, data, *COMMON, *overrides)
+    assert (run / "checkpoints" / "last.ckpt").exists()

@@ -1,0 +1,42 @@
+"""The generated family table, the mask pictures and the attention-map inspection path."""
+
+import re
+
+import torch
+
+from conftest import ROOT
+from zoo.attention_maps import self_attention_weights
+from zoo.convert.common import build_net
+from zoo.describe import model_names, table
+from zoo.mask_pictures import write_mask_pictures
+
+
+def test_readme_family_table_is_the_generated_one():
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"<!-- family-table -->\n(.*?)\n<!-- /family-table -->", readme, re.S)
+    assert found, "README.md has no <!-- family-table --> section"
+    assert found.group(1).strip() == table().strip(), "README table is stale: run python -m zoo.describe"
+
+
+def test_mask_pictures_are_written(tmp_path):
+    paths = write_mask_pictures(tmp_path)
+    assert sorted(p.name for p in paths) == sorted(f"mask_{m}.png" for m in model_names())
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_inspection_path_gives_the_same_outputs():
+    net = build_net("gpt", ["model.net.n_layers=2", "model.net.context=16", "model.net.block.d_model=32",
+                            "model.net.block.n_heads=4"], {"vocab_size": 50}).eval()
+    x = torch.randint(0, 50, (1, 16))
+    with torch.no_grad():
+        fast = net(x)
+    weights = self_attention_weights(net, x)
+    for m in net.modules():  # the inspection path, run again to compare its outputs
+        if hasattr(m, "keep_weights"):
+            m.keep_weights = True
+    with torch.no_grad():
+        slow = net(x)
+    assert torch.allclose(fast, slow, atol=1e-5)
+    assert len(weights) == 2 and weights[0].shape == (1, 4, 16, 16)
+    assert torch.allclose(weights[0].sum(-1), torch.ones(1, 4, 16), atol=1e-5)
+    assert torch.all(weights[1][0, :, 0, 1:] == 0)  # causal: the first query sees only itself

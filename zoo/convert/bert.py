@@ -1,0 +1,171 @@
+"""Hugging Face BERT (``BertForMaskedLM`` / ``BertModel``) -> zoo BERT: one short,
+shape-checked mapping, and a loader for checkpoint directories.
+
+Three ways in:
+
+- :func:`from_transformers`: an in-memory ``BertForMaskedLM`` -> zoo BERT (the exactness test).
+- :func:`load_checkpoint_dir`: a checkpoint directory (``config.json`` + ``model.safetensors``
+  or ``pytorch_model.bin``) -> zoo BERT; the tokenizer next to it comes from
+  :meth:`zoo.data.tokenizers.HFTokenizer.from_pretrained_dir`.
+- :func:`pretrained`: the hook ``model.init_from=DIR`` calls (see ``Objective``): it turns a
+  training run's net config into the checkpoint's shape and builds the net with its weights.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+
+from zoo.convert.common import build_net, load_mapped
+
+# Hugging Face ``hidden_act`` -> the zoo's activation names.
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+HEAD_PREFIX = "head."
+
+
+def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=bert`` the shape
+    of a Hugging Face BERT ``config.json``. Every dependent key is listed explicitly, so the
+    same values apply to a resolved config (where ``${..block.d_model}`` is already a number)."""
+    position_kind = hf_config.get("position_embedding_type", "absolute")
+    if position_kind != "absolute":
+        raise ValueError(f"position_embedding_type={position_kind!r}: only 'absolute' BERT positions are supported")
+    act = hf_config.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS:
+        raise ValueError(f"hidden_act={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
+    d, vocab, eps = hf_config["hidden_size"], hf_config["vocab_size"], hf_config.get("layer_norm_eps", 1e-12)
+    context = hf_config["max_position_embeddings"]
+    return {
+        "n_layers": hf_config["num_hidden_layers"],
+        "context": context,
+        "block.d_model": d,
+        "block.n_heads": hf_config["num_attention_heads"],
+        "block.d_ff": hf_config["intermediate_size"],
+        "block.norm_eps": eps,
+        "block.activation": ACTIVATIONS[act],
+        "embedder.vocab_size": vocab,
+        "embedder.d_model": d,
+        "embedder.max_len": context,
+        "embedder.n_segments": hf_config.get("type_vocab_size", 2),
+        "embedder.norm_eps": eps,
+        "head.d_model": d,
+        "head.vocab_size": vocab,
+        "head.activation": ACTIVATIONS[act],
+        "head.norm_eps": eps,
+    }
+
+
+def bert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
+    """Rename BERT's weights to the zoo's. The pooler and the next-sentence head have no
+    counterpart (the zoo BERT is trained without NSP) and are left out. Without MLM head
+    weights (a ``BertModel`` checkpoint) the result has no ``head.*`` entries."""
+    sd = {k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
+          for k, v in hf.items()}  # old TF-converted checkpoints name LayerNorm weights gamma/beta
+    e = "embeddings."
+    out = {
+        "embedder.tokens.weight": sd[e + "word_embeddings.weight"],
+        "embedder.positions.weight": sd[e + "position_embeddings.weight"],
+        "embedder.segments.weight": sd[e + "token_type_embeddings.weight"],
+        "embedder.norm.weight": sd[e + "LayerNorm.weight"],
+        "embedder.norm.bias": sd[e + "LayerNorm.bias"],
+    }
+    for i in range(n_layers):
+        h, z = f"encoder.layer.{i}.", f"stack.blocks.{i}."
+        for hf_name, zoo_name in (
+            ("attention.self.query", "attn.q"), ("attention.self.key", "attn.k"), ("attention.self.value", "attn.v"),
+            ("attention.output.dense", "attn.out"), ("attention.output.LayerNorm", "attn_norm"),
+            ("intermediate.dense", "ffn.fc_in"), ("output.dense", "ffn.fc_out"), ("output.LayerNorm", "ffn_norm"),
+        ):
+            out[z + zoo_name + ".weight"] = sd[h + hf_name + ".weight"]
+            out[z + zoo_name + ".bias"] = sd[h + hf_name + ".bias"]
+    p = "cls.predictions."
+    if p + "bias" in sd:
+        out |= {
+            "head.dense.weight": sd[p + "transform.dense.weight"], "head.dense.bias": sd[p + "transform.dense.bias"],
+            "head.norm.weight": sd[p + "transform.LayerNorm.weight"], "head.norm.bias": sd[p + "transform.LayerNorm.bias"],
+            "head.decoder.weight": out["embedder.tokens.weight"],  # tied
+            "head.decoder.bias": sd[p + "bias"],
+        }
+    return out
+
+
+def read_checkpoint_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """(config.json as a dict, the state dict) of a Hugging Face checkpoint directory."""
+    path = Path(path)
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{config_file} is missing: {path} is not a Hugging Face checkpoint directory")
+    config = json.loads(config_file.read_text())
+    if (path / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        state = load_file(str(path / "model.safetensors"))
+    elif (path / "pytorch_model.bin").is_file():
+        state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin "
+                                f"(sharded checkpoints are not supported)")
+    return config, state
+
+
+def _load(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """load_mapped, keeping the net's fresh MLM head where the checkpoint has none."""
+    if not any(k.startswith(HEAD_PREFIX) for k in state):
+        warnings.warn(f"{source} has no MLM head (a BertModel checkpoint): the head starts from scratch")
+        state = state | {k: v for k, v in net.state_dict().items() if k.startswith(HEAD_PREFIX)}
+        state[HEAD_PREFIX + "decoder.weight"] = state["embedder.tokens.weight"]  # keep it tied
+    load_mapped(net, state)
+
+
+@torch.no_grad()
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo BERT (built from conf/model/bert.yaml) holding ``hf_model``'s weights."""
+    cfg = hf_model.config.to_dict()
+    return _from_config_and_state(cfg, hf_model.state_dict(), type(hf_model).__name__)
+
+
+def _from_config_and_state(config: dict[str, Any], state: dict[str, Tensor], source: str) -> nn.Module:
+    """The checkpoint's shape and also its dropout, so that the zoo BERT trains as the original does."""
+    shape = bert_shape(config)
+    dropout = {"block.dropout": config.get("hidden_dropout_prob", 0.1), "embedder.dropout": config.get("hidden_dropout_prob", 0.1),
+               "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.1)}
+    overrides = [f"model.net.{k}={v}" for k, v in (shape | dropout).items()]
+    net = build_net("bert", overrides, {"vocab_size": config["vocab_size"]})
+    _load(net, bert_state_dict(state, shape["n_layers"]), source)
+    return net.eval()
+
+
+@torch.no_grad()
+def load_checkpoint_dir(path: str | Path) -> nn.Module:
+    """The zoo BERT of a Hugging Face BERT checkpoint directory, in eval mode."""
+    config, state = read_checkpoint_dir(path)
+    return _from_config_and_state(config, state, str(path))
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the checkpoint at ``path``, the net
+    built from it holding the checkpoint's weights). The data's vocabulary must be the checkpoint's.
+    Builds with ``instantiate`` (not :func:`build_net`): it runs inside a Hydra app."""
+    config, state = read_checkpoint_dir(path)
+    shape = bert_shape(config)
+    cfg = OmegaConf.create(net_cfg)
+    data_vocab = OmegaConf.select(cfg, "embedder.vocab_size")
+    if data_vocab != shape["embedder.vocab_size"]:
+        raise ValueError(
+            f"the data's tokenizer has {data_vocab} tokens but {path}/config.json has vocab_size="
+            f"{shape['embedder.vocab_size']}: tokenize with the checkpoint's tokenizer "
+            f"(data=wikitext does so when model.init_from is set)"
+        )
+    for key, value in shape.items():
+        OmegaConf.update(cfg, key, value)
+    net = hydra.utils.instantiate(cfg)
+    with torch.no_grad():
+        _load(net, bert_state_dict(state, shape["n_layers"]), path)
+    return OmegaConf.to_container(cfg), net

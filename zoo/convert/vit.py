@@ -1,0 +1,166 @@
+"""Vision Transformers into the zoo ViT (conf/model/vit.yaml): Hugging Face
+``ViTForImageClassification`` and timm ``VisionTransformer`` (a model or its state dict).
+Each is one short, shape-checked renaming."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from zoo.convert.common import build_net, load_mapped
+
+# Hugging Face ``hidden_act`` -> the Block's activation
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "quick_gelu": "quick_gelu", "relu": "relu", "silu": "silu"}
+
+
+def _shape_overrides(n_layers: int, d_model: int, n_heads: int, d_ff: int, patch_size: int, eps: float,
+                     qkv_bias: bool) -> list[str]:
+    return [
+        f"model.net.n_layers={n_layers}",
+        f"model.net.embedder.patch_size={patch_size}",
+        f"model.net.block.d_model={d_model}",
+        f"model.net.block.n_heads={n_heads}",
+        f"model.net.block.d_ff={d_ff}",
+        f"model.net.block.norm_eps={eps}",
+        f"model.net.block.bias_q={qkv_bias}",
+        f"model.net.block.bias_k={qkv_bias}",
+        f"model.net.block.bias_v={qkv_bias}",
+    ]
+
+
+def _block_weights(z: str, attn: dict[str, Tensor], norms: tuple[Tensor, ...], ffn: dict[str, Tensor]) -> dict[str, Tensor]:
+    """One Block's zoo names: ``attn`` holds q/k/v/out weights (and biases), ``norms`` the
+    (attn_norm weight, bias, ffn_norm weight, bias), ``ffn`` fc_in/fc_out weights and biases."""
+    out = {f"{z}attn.{k}": v for k, v in attn.items()} | {f"{z}ffn.{k}": v for k, v in ffn.items()}
+    out |= {f"{z}attn_norm.weight": norms[0], f"{z}attn_norm.bias": norms[1],
+            f"{z}ffn_norm.weight": norms[2], f"{z}ffn_norm.bias": norms[3]}
+    return out
+
+
+# ---------------------------------------------------------------- Hugging Face
+
+def vit_config_overrides(hf_config) -> list[str]:
+    """Hydra overrides that give ``model=vit`` the shape of a Hugging Face ``ViTConfig``."""
+    if hf_config.hidden_act not in HF_ACTIVATIONS:
+        raise ValueError(f"hidden_act={hf_config.hidden_act!r} has no zoo activation (known: {sorted(HF_ACTIVATIONS)})")
+    return [
+        *_shape_overrides(hf_config.num_hidden_layers, hf_config.hidden_size, hf_config.num_attention_heads,
+                          hf_config.intermediate_size, hf_config.patch_size, hf_config.layer_norm_eps,
+                          hf_config.qkv_bias),
+        f"model.net.block.activation={HF_ACTIVATIONS[hf_config.hidden_act]}",
+    ]
+
+
+def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
+    """Rename ``ViTForImageClassification``'s weights (transformers >= 5 names) to the zoo's."""
+    out = {
+        "embedder.cls": hf["vit.embeddings.cls_token"],
+        "embedder.positions.weight": hf["vit.embeddings.position_embeddings"][0],
+        "embedder.patchify.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
+        "embedder.patchify.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
+        "stack.norm.weight": hf["vit.layernorm.weight"],
+        "stack.norm.bias": hf["vit.layernorm.bias"],
+        "head.proj.weight": hf["classifier.weight"],
+        "head.proj.bias": hf["classifier.bias"],
+    }
+    for i in range(n_layers):
+        h = f"vit.layers.{i}."
+        attn = {f"{zoo}.{kind}": hf[f"{h}attention.{name}_proj.{kind}"]
+                for zoo, name in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o")) for kind in ("weight", "bias")
+                if f"{h}attention.{name}_proj.{kind}" in hf}
+        ffn = {f"{zoo}.{kind}": hf[f"{h}mlp.{name}.{kind}"]
+               for zoo, name in (("fc_in", "fc1"), ("fc_out", "fc2")) for kind in ("weight", "bias")}
+        norms = tuple(hf[f"{h}{n}.{kind}"] for n in ("layernorm_before", "layernorm_after") for kind in ("weight", "bias"))
+        out |= _block_weights(f"stack.blocks.{i}.", attn, norms, ffn)
+    return out
+
+
+@torch.no_grad()
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo ViT (built from conf/model/vit.yaml) holding a ``ViTForImageClassification``'s weights."""
+    cfg = hf_model.config
+    dims = {"num_classes": cfg.num_labels, "image_size": cfg.image_size, "channels": cfg.num_channels}
+    net = build_net("vit", vit_config_overrides(cfg), dims)
+    load_mapped(net, hf_vit_state_dict(hf_model.state_dict(), cfg.num_hidden_layers))
+    return net
+
+
+# ---------------------------------------------------------------- timm
+
+def timm_vit_state_dict(sd: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
+    """Rename a timm ``VisionTransformer`` state dict to the zoo's. timm keeps q, k, v in
+    one (3D, D) matrix: split it."""
+    renames = {"cls_token": "embedder.cls", "patch_embed.proj.weight": "embedder.patchify.weight",
+               "patch_embed.proj.bias": "embedder.patchify.bias", "norm_pre.weight": "embedder.norm.weight",
+               "norm_pre.bias": "embedder.norm.bias", "norm.weight": "stack.norm.weight",
+               "norm.bias": "stack.norm.bias", "fc_norm.weight": "head.norm.weight", "fc_norm.bias": "head.norm.bias",
+               "head.weight": "head.proj.weight", "head.bias": "head.proj.bias"}
+    out = {zoo: sd[name] for name, zoo in renames.items() if name in sd}
+    out["embedder.positions.weight"] = sd["pos_embed"][0]
+    for i in range(n_layers):
+        b = f"blocks.{i}."
+        attn = dict(zip(("q.weight", "k.weight", "v.weight"), sd[b + "attn.qkv.weight"].chunk(3)))
+        if b + "attn.qkv.bias" in sd:
+            attn |= dict(zip(("q.bias", "k.bias", "v.bias"), sd[b + "attn.qkv.bias"].chunk(3)))
+        attn |= {"out.weight": sd[b + "attn.proj.weight"], "out.bias": sd[b + "attn.proj.bias"]}
+        ffn = {f"{zoo}.{kind}": sd[f"{b}mlp.{name}.{kind}"]
+               for zoo, name in (("fc_in", "fc1"), ("fc_out", "fc2")) for kind in ("weight", "bias")}
+        norms = tuple(sd[f"{b}{n}.{kind}"] for n in ("norm1", "norm2") for kind in ("weight", "bias"))
+        out |= _block_weights(f"stack.blocks.{i}.", attn, norms, ffn)
+        # anything else timm may hold per block (layer scale, q/k norms) has no zoo home
+        known = {k for k in sd if k.startswith(b)} - {f"{b}{n}" for n in (
+            "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "attn.qkv.weight", "attn.qkv.bias",
+            "attn.proj.weight", "attn.proj.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias")}
+        if known:
+            raise KeyError(f"timm block {i} has weights the zoo Block does not: {sorted(known)}")
+    return out
+
+
+@torch.no_grad()
+def from_timm_state_dict(sd: dict[str, Tensor], n_heads: int, global_pool: str = "token",
+                         eps: float = 1e-6) -> nn.Module:
+    """A zoo ViT holding a timm ``VisionTransformer`` state dict. The shapes come from the
+    tensors; what they cannot tell is an argument: ``n_heads``, ``global_pool`` (``token``
+    = the CLS vector, ``avg`` = mean of the patch vectors) and the LayerNorm ``eps``."""
+    if global_pool not in ("token", "avg"):
+        raise ValueError(f"global_pool={global_pool!r}: the zoo head pools 'token' (CLS) or 'avg' only")
+    d_model, channels, patch, _ = sd["patch_embed.proj.weight"].shape[0:4]
+    n_layers = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+    has_cls = "cls_token" in sd
+    n_patches = sd["pos_embed"].shape[1] - int(has_cls)
+    side = math.isqrt(n_patches)
+    if side * side != n_patches:
+        raise ValueError(f"pos_embed has {n_patches} patch positions (+{int(has_cls)} CLS), not a square grid "
+                         f"(timm's no_embed_class / register tokens are not supported)")
+    if not has_cls and global_pool == "token":
+        raise ValueError("global_pool='token' needs the CLS token, and the state dict has no cls_token")
+    overrides = _shape_overrides(n_layers, d_model, n_heads, sd["blocks.0.mlp.fc1.weight"].shape[0], patch, eps,
+                                 "blocks.0.attn.qkv.bias" in sd)
+    overrides += [
+        f"model.net.embedder.cls_token={has_cls}",
+        f"model.net.embedder.bias={'patch_embed.proj.bias' in sd}",
+        f"model.net.embedder.norm_eps={eps if 'norm_pre.weight' in sd else 'null'}",
+        f"model.net.final_norm={'norm.weight' in sd}",
+        f"model.net.head.pool={'cls' if global_pool == 'token' else 'mean'}",
+        f"model.net.head.prefix_tokens={int(has_cls)}",
+        f"model.net.head.norm_eps={eps if 'fc_norm.weight' in sd else 'null'}",
+    ]
+    dims = {"num_classes": sd["head.weight"].shape[0], "image_size": side * patch, "channels": channels}
+    net = build_net("vit", overrides, dims)
+    load_mapped(net, timm_vit_state_dict(sd, n_layers))
+    return net
+
+
+def from_timm(model) -> nn.Module:
+    """A zoo ViT holding a timm ``VisionTransformer``'s weights (shapes read from the model)."""
+    act = model.blocks[0].mlp.act
+    if not (isinstance(act, nn.GELU) and act.approximate == "none"):
+        raise ValueError(f"timm MLP activation {act} is not the exact GELU of the zoo ViT Block")
+    if model.no_embed_class or model.num_reg_tokens or model.dynamic_img_size:
+        raise ValueError("timm no_embed_class / reg_tokens / dynamic_img_size have no zoo ViT equivalent")
+    norm = model.fc_norm if isinstance(model.norm, nn.Identity) else model.norm
+    return from_timm_state_dict(model.state_dict(), model.blocks[0].attn.num_heads, model.global_pool,
+                                getattr(norm, "eps", 1e-6))

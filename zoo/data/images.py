@@ -1,0 +1,107 @@
+"""Decoded images kept in memory as uint8, augmented on the fly, a whole batch at a time.
+
+Decoding (JPEG/PNG) is the expensive part of an image pipeline on a small CPU; it is
+done once (see :func:`decode_image_folder`) and everything per-step is tensor work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import Tensor
+from torch.utils.data import Dataset
+
+
+def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[Tensor, Tensor, list[str]]:
+    """``root/<class>/*.{png,jpg,jpeg}`` -> (images (N, C, H, W) uint8, labels (N,) int64, classes).
+
+    Classes are the sorted sub-folder names (as ``torchvision.datasets.ImageFolder``
+    orders them) unless ``classes`` is given. Every image must decode to the same
+    shape; a file that does not decode, or has another shape, is named in the error.
+    """
+    folder = torchvision.datasets.ImageFolder(str(root), allow_empty=True)
+    if classes is not None and folder.classes != classes:
+        raise ValueError(f"{root} has classes {folder.classes}, expected {classes}")
+    if not folder.samples:
+        raise FileNotFoundError(f"{root} has no images in <class>/*.png|jpg sub-folders")
+    images = []
+    for path, _ in folder.samples:
+        try:
+            image = torchvision.io.decode_image(path, mode=torchvision.io.ImageReadMode.RGB)
+        except Exception as err:
+            raise RuntimeError(f"cannot decode image {path}: {err}") from err
+        if images and image.shape != images[0].shape:
+            raise ValueError(f"{path} is {tuple(image.shape)} (C, H, W), the others are {tuple(images[0].shape)}")
+        images.append(image)
+    labels = torch.tensor([label for _, label in folder.samples], dtype=torch.int64)
+    return torch.stack(images), labels, folder.classes
+
+
+def collate_batch(batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+    """The DataLoader's collate_fn for :class:`InMemoryImages`, whose batches come ready-made."""
+    return batch
+
+
+class InMemoryImages(Dataset):
+    """uint8 images + labels -> normalised float batches, optionally augmented.
+
+    Augmentation (training): a random crop of the image padded by ``crop_padding``
+    zeros per side, a horizontal flip with probability 1/2, and optionally timm's
+    RandAugment (``randaugment``, a timm config string such as ``"rand-m9-n2-mstd0.5"``;
+    per image, through PIL, so it costs real CPU time). Randomness comes from torch's
+    global generator (seeded by the trainer).
+
+    Batches are built by ``__getitems__`` (the DataLoader passes the batch's indices):
+    crop and flip run once on the whole batch. Use ``collate_fn=collate_batch``.
+    """
+
+    def __init__(self, images: Tensor, labels: Tensor, mean: tuple[float, ...], std: tuple[float, ...],
+                 augment: bool = False, crop_padding: int = 0, flip: bool = False, randaugment: str | None = None):
+        self.images, self.labels = images, labels
+        self.augment, self.crop_padding, self.flip = augment, crop_padding, flip
+        self.mean = torch.tensor(mean).view(1, -1, 1, 1) * 255
+        self.std = torch.tensor(std).view(1, -1, 1, 1) * 255
+        self.randaugment = None
+        if augment and randaugment:
+            from timm.data import rand_augment_transform
+
+            fill = tuple(round(255 * m) for m in mean)
+            self.randaugment = rand_augment_transform(randaugment, {"img_mean": fill})
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        images, labels = self.__getitems__([index])
+        return images[0], labels[0]
+
+    def __getitems__(self, indices: list[int]) -> tuple[Tensor, Tensor]:
+        """indices -> (images (B, C, H, W) float, labels (B,))."""
+        index = torch.as_tensor(indices)
+        images = self.images[index]
+        if self.augment:
+            images = self._augment(images)
+        return (images.float() - self.mean) / self.std, self.labels[index]
+
+    def _augment(self, images: Tensor) -> Tensor:
+        """(B, C, H, W) uint8 -> (B, C, H, W) uint8, each image cropped / flipped on its own."""
+        b, c, h, w = images.shape
+        if self.crop_padding:
+            p = self.crop_padding
+            padded = torch.nn.functional.pad(images, (p, p, p, p)).flatten(2)  # (B, C, (H+2p)(W+2p))
+            top = torch.randint(0, 2 * p + 1, (b, 1, 1))
+            left = torch.randint(0, 2 * p + 1, (b, 1, 1))
+            rows = top + torch.arange(h).view(1, h, 1)
+            cols = left + torch.arange(w).view(1, 1, w)
+            # one gather of each image's window, by flat index into the padded image
+            index = (rows * (w + 2 * p) + cols).view(b, 1, h * w).expand(b, c, h * w)
+            images = padded.gather(2, index).view(b, c, h, w)
+        if self.flip:
+            flipped = torch.rand(b) < 0.5
+            images = torch.where(flipped.view(b, 1, 1, 1), images.flip(-1), images)
+        if self.randaugment is not None:
+            to_pil, to_tensor = torchvision.transforms.functional.to_pil_image, torchvision.transforms.functional.pil_to_tensor
+            images = torch.stack([to_tensor(self.randaugment(to_pil(image))) for image in images])
+        return images.contiguous()

@@ -22,7 +22,8 @@ from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from common import compare, make_step
-from zoo.convert.whisper import from_transformers
+from zoo.convert.common import build_net
+from zoo.convert.whisper import from_transformers, whisper_config_overrides
 from zoo.decoding import greedy
 
 
@@ -68,21 +69,27 @@ def main() -> None:
         decoder_ffn_dim=4 * a.width, max_source_positions=frames // 2, max_target_positions=448,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, attn_implementation="sdpa",
     )
-    ref = WhisperForConditionalGeneration(cfg).to(a.device).train()
-    zoo = from_transformers(ref).to(a.device).train()
     x = torch.randn(a.batch, 80, frames, device=a.device)
     y_in = torch.randint(3, a.vocab, (a.batch, a.target), device=a.device)
     y_out = torch.randint(3, a.vocab, (a.batch, a.target), device=a.device)
     print(f"Whisper {a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, {a.seconds:g} s audio "
           f"({frames} frames), target {a.target}, batch {a.batch}, fp32, {a.device}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-    compare("zoo Whisper", make_step(zoo, lambda: F.cross_entropy(zoo(x, y_in).flatten(0, 1), y_out.flatten())),
-            "WhisperForConditional..", make_step(ref, lambda: F.cross_entropy(
-                ref(input_features=x, decoder_input_ids=y_in).logits.flatten(0, 1), y_out.flatten())),
-            steps=a.steps, device=a.device)
+
+    def zoo_step():
+        zoo = build_net("whisper", whisper_config_overrides(cfg), {"vocab_size": a.vocab}).to(a.device).train()
+        return make_step(zoo, lambda: F.cross_entropy(zoo(x, y_in).flatten(0, 1), y_out.flatten()))
+
+    def ref_step():
+        ref = WhisperForConditionalGeneration(cfg).to(a.device).train()
+        return make_step(ref, lambda: F.cross_entropy(
+            ref(input_features=x, decoder_input_ids=y_in).logits.flatten(0, 1), y_out.flatten()))
+
+    compare("zoo Whisper", zoo_step, "WhisperForConditional..", ref_step, steps=a.steps, device=a.device)
 
     # Greedy transcription of one clip with the KV cache: seconds of compute per second of audio.
-    zoo.eval(); ref.eval()
+    ref = WhisperForConditionalGeneration(cfg).to(a.device).eval()
+    zoo = from_transformers(ref).to(a.device).eval()
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     clip, prompt = x[:1], torch.ones(1, 1, dtype=torch.long, device=a.device)
     never = a.vocab  # an id no logit has: decode exactly --decode-tokens tokens, like the reference

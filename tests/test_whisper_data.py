@@ -78,15 +78,15 @@ def test_batches_are_padded_for_the_encoder(tmp_path):
     dm = fsdd(tmp_path, num_workers=0)
     batch = next(iter(dm.test_dataloader()))
     source, padding = batch["source"], batch["source_padding"]
-    assert source.shape[:2] == (4, 80) and padding.shape == (4, AudioEmbedder.output_length(source.shape[-1]))
-    t = dm.tokenizer
-    assert (batch["target_in"][:, 0] == t.bos_id).all()
+    assert source.shape[:2] == (4, 80) and padding.shape == (4, AudioEmbedder.positions_for(source.shape[-1]))
+    t, bos, eos = dm.tokenizer, dm.dims["bos_id"], dm.dims["eos_id"]
+    assert (batch["target_in"][:, 0] == bos).all()
     for i, ref in enumerate(batch["references"]):
         n = len(ref)
         assert t.decode(batch["target_in"][i, 1 : n + 1].tolist()) == ref
-        assert batch["target_out"][i, n] == t.eos_id and (batch["target_out"][i, n + 1 :] == IGNORE).all()
+        assert batch["target_out"][i, n] == eos and (batch["target_out"][i, n + 1 :] == IGNORE).all()
         frames = len(dm.splits["test"][i].load()) // 160
-        assert padding[i].sum() == AudioEmbedder.output_length(frames)
+        assert padding[i].sum() == AudioEmbedder.positions_for(frames)
 
 
 def test_spec_augment_masks_training_features_only(tmp_path):
@@ -142,7 +142,7 @@ def test_too_long_audio_is_cropped_with_a_warning_or_refused(caplog):
 def test_char_tokenizer_specials_travel_in_its_state():
     tok = CharTokenizer.from_text("one two", specials=("<pad>", "<s>", "</s>"))
     again = tokenizer_from_state(tok.state())
-    assert (again.pad_id, again.bos_id, again.eos_id) == (0, 1, 2) and again.vocab_size == 3 + 6
+    assert [again.token_id(t) for t in ("<pad>", "<s>", "</s>", "e")] == [0, 1, 2, 4] and again.vocab_size == 3 + 6
     ids = again.encode("two one")
     assert min(ids) >= 3 and again.decode([1, *ids, 2, 0]) == "two one"
     assert CharTokenizer("ab").vocab_size == 2  # no specials: as before

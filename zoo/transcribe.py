@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 def load_model(ckpt: str, device: str = "cpu") -> SpeechRecognition:
     model = SpeechRecognition.load_from_checkpoint(ckpt, map_location=device, weights_only=True)
-    if model.tokenizer is None:
-        raise ValueError(f"{ckpt} holds no tokenizer: it cannot turn token ids into text")
+    if model.tokenizer is None or model.bos_id is None or model.eos_id is None:
+        raise ValueError(f"{ckpt} holds no tokenizer or start / end tokens: it cannot transcribe")
     return model.eval()
 
 
@@ -41,7 +41,7 @@ def transcribe(model: SpeechRecognition, path: str, beam: bool = False) -> str:
     log_mel = LogMel().to(model.device)
     for start in range(0, len(wave), window):
         features = log_mel(wave[start : start + window].to(model.device))[None]
-        prompt = torch.tensor([[model.tokenizer.bos_id]], device=model.device)
+        prompt = torch.tensor([[model.bos_id]], device=model.device)
         pieces.append(model.transcribe_batch({"source": features, "target_in": prompt}, beam)[0])
     return " ".join(p for p in pieces if p)
 

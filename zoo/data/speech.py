@@ -143,7 +143,7 @@ def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id:
     frames = torch.tensor([f.shape[-1] for f in features])
     width = int(frames.max())
     source = torch.stack([nn.functional.pad(f, (0, width - f.shape[-1]), value=float(f.min())) for f in features])
-    positions = AudioEmbedder.output_length(frames)
+    positions = AudioEmbedder.positions_for(frames)
     source_padding = torch.arange(int(positions.max()))[None, :] < positions[:, None]
     bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
     target_in = pad_sequence([torch.cat([bos, t]) for t in ids], batch_first=True, padding_value=pad_id)
@@ -211,8 +211,9 @@ class SpeechDataModule(ZooDataModule):
             digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
             cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
             self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache)
-        self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": self.tokenizer.pad_id,
-                     "bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
+        pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS)
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
+                     "eos_id": eos}
 
     def dataset(self, split: str) -> SpeechExamples:
         augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None
@@ -220,8 +221,7 @@ class SpeechDataModule(ZooDataModule):
                               self.skip_bad_files, augment)
 
     def _collate(self, items):
-        t = self.tokenizer
-        return collate(items, t.bos_id, t.eos_id, t.pad_id)
+        return collate(items, self.dims["bos_id"], self.dims["eos_id"], self.dims["pad_id"])
 
     def train_dataloader(self):
         return self.loader(self.dataset("train"), shuffle=True, collate_fn=self._collate)

@@ -14,8 +14,8 @@ class CharTokenizer:
     """One token per character of a fixed alphabet (nanoGPT's character-level Shakespeare).
 
     ``specials`` (e.g. ``("<pad>", "<s>", "</s>")`` for sequence-to-sequence targets) take
-    the first ids, before the characters; ``pad_id`` / ``bos_id`` / ``eos_id`` name them
-    and ``decode`` leaves them out.
+    the first ids, before the characters; ``token_id`` finds them and ``decode`` leaves
+    them out.
     """
 
     def __init__(self, chars: str, specials: tuple[str, ...] | list[str] = ()):
@@ -30,14 +30,13 @@ class CharTokenizer:
     def vocab_size(self) -> int:
         return len(self.specials) + len(self.chars)
 
-    def special_id(self, token: str) -> int:
-        if token not in self.specials:
-            raise ValueError(f"the tokenizer has no special token {token!r} (it has {list(self.specials)})")
-        return self.specials.index(token)
-
-    pad_id = property(lambda self: self.special_id("<pad>"))
-    bos_id = property(lambda self: self.special_id("<s>"))
-    eos_id = property(lambda self: self.special_id("</s>"))
+    def token_id(self, token: str) -> int:
+        """The id of a special token or a character."""
+        if token in self.specials:
+            return self.specials.index(token)
+        if token in self.index:
+            return self.index[token]
+        raise KeyError(f"the tokenizer has no {token!r} token (specials: {list(self.specials)})")
 
     def encode(self, text: str) -> list[int]:
         unknown = sorted(set(text) - self.index.keys())

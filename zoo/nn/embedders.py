@@ -143,9 +143,13 @@ class AudioEmbedder(nn.Module):
         self.n_mels, self.max_len = n_mels, max_len
 
     @staticmethod
-    def output_length(n_frames: Tensor | int) -> Tensor | int:
+    def positions_for(n_frames: Tensor | int) -> Tensor | int:
         """Vectors the embedder makes from ``n_frames`` log-mel frames (the stride-2 conv)."""
         return (n_frames - 1) // 2 + 1
+
+    def output_length(self, features: Tensor) -> int:
+        """Sequence length of the output for ``features`` (B, n_mels, T)."""
+        return self.positions_for(features.shape[-1])
 
     def forward(self, features: Tensor, start: int = 0) -> Tensor:
         """features (B, n_mels, T) -> (B, ceil(T / 2), D)."""

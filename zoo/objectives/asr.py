@@ -19,10 +19,6 @@ class SpeechRecognition(Seq2Seq):
     def __init__(self, *args, **kwargs):
         kwargs["bleu"] = False
         super().__init__(*args, **kwargs)
-        # What decoding needs travels in the checkpoint too, so that a checkpoint alone
-        # transcribes (zoo.transcribe).
-        self.save_hyperparameters({**self.hparams, "eos_id": self.eos_id, "prompt_len": self.prompt_len,
-                                   "decoding": dict(self.decoding), "label_smoothing": self.label_smoothing})
         self.metrics = torch.nn.ModuleDict({
             f"{stage}_{kind}": metric()
             for stage in ("val", "test", "test_beam") for kind, metric in (("wer", WordErrorRate), ("cer", CharErrorRate))

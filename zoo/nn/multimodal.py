@@ -93,6 +93,11 @@ class MultimodalEmbedder(nn.Module):
         self.projector = Projector(projector, vision.d_out, text.tokens.embedding_dim)
 
     @property
+    def tokens(self) -> nn.Embedding:
+        """The token embedding (what a tied LM head shares)."""
+        return self.text.tokens
+
+    @property
     def n_image_tokens(self) -> int:
         return self.vision.n_tokens
 

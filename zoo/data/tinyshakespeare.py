@@ -1,0 +1,63 @@
+"""Character-level tiny Shakespeare, split 90/10 into train/val as nanoGPT does."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.data.base import ZooDataModule
+from zoo.data.download import ensure_file
+from zoo.data.tokenizers import CharTokenizer
+from zoo.data.windows import RandomWindows
+
+URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+SIZE = 1_115_394
+SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+
+
+class TinyShakespeare(ZooDataModule):
+    """``${data_dir}/tinyshakespeare/input.txt``, downloaded when missing.
+
+    Training batches are random windows (``train_batches`` global batches, enough for
+    the whole run); validation is a fixed set of ``val_batches`` windows of the val
+    split. The dataset has no test split: ``test`` reports the val split.
+
+    Args:
+        block_size: tokens per window (the model's context).
+        check: verify the official file's size and hash (off for hand-made files).
+    """
+
+    provides = "text"
+
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
+                 train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
+                 num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        self.block_size, self.seed, self.check = block_size, seed, check
+        self.train_batches, self.val_batches = train_batches, val_batches
+        self.path = self.data_dir / "tinyshakespeare" / "input.txt"
+        self.splits: dict[str, torch.Tensor] = {}
+
+    def prepare_data(self) -> None:
+        ensure_file(self.path, URL, SIZE if self.check else None, SHA256 if self.check else None)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path} is missing: run prepare_data() or put the file there")
+        text = self.path.read_text(encoding="utf-8")
+        self.tokenizer = CharTokenizer.from_text(text)
+        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if len(self.tokenizer.chars) < 256 else torch.int32)
+        n = int(0.9 * len(ids))
+        self.splits = {"train": ids[:n], "val": ids[n:]}
+        self.dims = {"vocab_size": self.tokenizer.vocab_size}
+
+    def train_dataloader(self):
+        windows = RandomWindows(self.splits["train"], self.block_size, self.train_batches * self.batch_size, self.seed)
+        return self.loader(windows)
+
+    def val_dataloader(self):
+        windows = RandomWindows(self.splits["val"], self.block_size, self.val_batches * self.batch_size, self.seed + 1)
+        return self.loader(windows)
+
+    test_dataloader = val_dataloader

@@ -282,3 +282,21 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
+
+
+def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):
+    from zoo.training import train
+
+    root = tmp_path / "data" / "flickr8k"
+    (root / "Images").mkdir(parents=True)
+    names = [f"{i}_x.jpg" for i in range(30)]
+    for i, name in enumerate(names):
+        Image.new("RGB", (48, 40), (8 * i, 60, 200 - 5 * i)).save(root / "Images" / name)
+    captions = ["a dog runs on the grass .", "two people walk .", "a red car .", "a child plays .", "a big dog ."]
+    (root / "captions.txt").write_text("image,caption\n" + "".join(f"{n},{c}\n" for n in names for c in captions))
+    cfg = run_config(tmp_path / "out", ["model=llava_gpt", "data=flickr8k", f"paths.data_dir={tmp_path / 'data'}",
+                                        "trainer.max_steps=2", "data.min_count=1", "model.max_answer_tokens=6",
+                                        *TINY])
+    metrics = train(cfg)
+    assert 0.0 <= metrics["test/bleu"] <= 100.0
+    assert (tmp_path / "out" / "captions.txt").exists()

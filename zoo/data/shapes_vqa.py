@@ -91,15 +91,17 @@ def make_question(rng: random.Random) -> tuple[str, str, str, list[Shape]]:
     return kind, question, answer, objects
 
 
-def draw(objects: list[Shape], image_size: int) -> Image.Image:
-    """Shapes on a black canvas: each in its cell, large (80% of the cell) or small (50%)."""
+def draw(objects: list[Shape], image_size: int, jitter: float = 1.0) -> Image.Image:
+    """Shapes on a black canvas: each in its cell, large (80% of the cell) or small (50%),
+    shifted inside the cell by up to ``jitter`` x the room it has."""
     image = Image.new("RGB", (image_size, image_size))
     pen = ImageDraw.Draw(image)
     cell = image_size / 2
     for o in objects:
         size = round(cell * (0.8 if o.large else 0.5))
-        x0 = (o.cell % 2) * cell + o.jitter[0] * (cell - size)
-        y0 = (o.cell // 2) * cell + o.jitter[1] * (cell - size)
+        room = cell - size
+        x0 = (o.cell % 2) * cell + room * (0.5 + jitter * (o.jitter[0] - 0.5))
+        y0 = (o.cell // 2) * cell + room * (0.5 + jitter * (o.jitter[1] - 0.5))
         box = [x0, y0, x0 + size - 1, y0 + size - 1]
         colour = COLOURS[o.colour]
         if o.shape == "circle":
@@ -114,8 +116,8 @@ def draw(objects: list[Shape], image_size: int) -> Image.Image:
 class ShapesExamples:
     """A lazily generated split: example i is a pure function of (split, seed, i)."""
 
-    def __init__(self, split: str, size: int, seed: int, image_size: int):
-        self.split, self.size, self.seed, self.image_size = split, size, seed, image_size
+    def __init__(self, split: str, size: int, seed: int, image_size: int, jitter: float = 1.0):
+        self.split, self.size, self.seed, self.image_size, self.jitter = split, size, seed, image_size, jitter
 
     def __len__(self) -> int:
         return self.size
@@ -125,7 +127,7 @@ class ShapesExamples:
             raise IndexError(i)
         rng = random.Random(f"shapes_vqa/{self.split}/{self.seed}/{i}")
         kind, question, answer, objects = make_question(rng)
-        return Example(lambda: draw(objects, self.image_size), PROMPT.format(question=question), [answer], kind)
+        return Example(lambda: draw(objects, self.image_size, self.jitter), PROMPT.format(question=question), [answer], kind)
 
 
 def vocabulary() -> WordTokenizer:
@@ -148,21 +150,23 @@ def blind_baseline(examples) -> tuple[float, float]:
 
 class ShapesVQA(ImageTextData):
     """Generated shapes VQA: ``train_size`` / ``val_size`` / ``test_size`` examples, the
-    splits drawn from disjoint seeds. See the module docstring."""
+    splits drawn from disjoint seeds; ``jitter`` (0..1) how far shapes move inside their
+    cell. See the module docstring."""
 
     prompt = PROMPT
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, train_size: int,
-                 val_size: int, test_size: int, seed: int = 0, resize: bool = True, num_workers: int = 0):
+                 val_size: int, test_size: int, seed: int = 0, jitter: float = 1.0, resize: bool = True,
+                 num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, image_size, resize, num_workers)
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
-        self.seed = seed
+        self.seed, self.jitter = seed, jitter
 
     def prepare_data(self) -> None:
         """Nothing to download."""
 
     def setup(self, stage: str | None = None) -> None:
         self.tokenizer = vocabulary()
-        self.examples = {split: ShapesExamples(split, size, self.seed, self.image_size)
+        self.examples = {split: ShapesExamples(split, size, self.seed, self.image_size, self.jitter)
                          for split, size in self.sizes.items()}
         self._set_dims()

@@ -19,6 +19,8 @@ def llama_config_overrides(hf_config, prefix: str = "model.net") -> list[str]:
     if rope.get("rope_type", "default") != "default":
         raise ValueError(f"rope_type={rope['rope_type']!r} is not supported (only the plain rotary table)")
     theta = rope.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+    if hf_config.hidden_act not in ("silu", "gelu"):
+        raise ValueError(f"hidden_act={hf_config.hidden_act!r} is not supported (silu or gelu)")
     return [
         f"{prefix}.n_layers={hf_config.num_hidden_layers}",
         f"{prefix}.context={hf_config.max_position_embeddings}",
@@ -29,7 +31,7 @@ def llama_config_overrides(hf_config, prefix: str = "model.net") -> list[str]:
         f"{prefix}.block.n_kv_heads={hf_config.num_key_value_heads}",
         f"{prefix}.block.d_ff={hf_config.intermediate_size}",
         f"{prefix}.block.norm_eps={hf_config.rms_norm_eps}",
-        f"{prefix}.block.activation={ {'silu': 'silu', 'gelu': 'gelu'}[hf_config.hidden_act] }",
+        f"{prefix}.block.activation={hf_config.hidden_act}",
     ]
 
 

@@ -30,6 +30,8 @@ def generate(
     top_p: float | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
+    eos_id: int | None = None,
+    **inputs,
 ) -> Tensor:
     """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
 
@@ -37,17 +39,25 @@ def generate(
     newest token and reuses the cached keys/values; without it every step recomputes
     the whole (context-cropped) sequence. When the sequence outgrows the model's
     context, the cache restarts from the last ``context`` tokens.
+
+    ``inputs``: further inputs of the model's call over the whole sequence (LLaVA's
+    ``images``, spliced into ``tokens``); with the cache they go in on the first step
+    only, and the cache holds what they became. ``eos_id``: stop once every row has it.
     """
     was_training = model.training
     model.eval()
     cache = None
+    finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     for _ in range(max_new_tokens):
         if use_cache and cache is not None and cache.length < model.context:
             logits = model(tokens[:, -1:], cache=cache)
         else:
             window = tokens[:, -model.context + (1 if use_cache else 0):] if tokens.shape[1] >= model.context else tokens
+            if inputs and window.shape[1] < tokens.shape[1]:
+                raise ValueError(f"the sequence ({tokens.shape[1]} tokens) outgrew the model's context of "
+                                 f"{model.context}, and {sorted(inputs)} cannot be cropped")
             cache = model.new_cache() if use_cache else None
-            logits = model(window, cache=cache)
+            logits = model(window, cache=cache, **inputs)
         logits = logits[:, -1, :].float()
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)
@@ -55,6 +65,10 @@ def generate(
             probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
             next_token = torch.multinomial(probs, 1, generator=generator)
         tokens = torch.cat([tokens, next_token], dim=1)
+        if eos_id is not None:
+            finished |= next_token[:, 0] == eos_id
+            if finished.all():
+                break
     model.train(was_training)
     return tokens
 

@@ -58,9 +58,18 @@ class TokenEmbedder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
 
-    def forward(self, tokens: Tensor, start: int = 0, segments: Tensor | None = None) -> Tensor:
-        """tokens (B, L) int -> (B, L, D)."""
+    def forward(self, tokens: Tensor, start: int = 0, segments: Tensor | None = None,
+                inserted: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """tokens (B, L) int -> (B, L, D).
+
+        inserted: (where (B, L) bool, vectors (n, D) with n = where.sum()): vectors that
+        take the place of the token embeddings at ``where``, before positions are added
+        (LLaVA's projected image features at its ``<image>`` tokens).
+        """
         x = self.tokens(tokens) * self.scale
+        if inserted is not None:
+            where, vectors = inserted
+            x = x.masked_scatter(where[..., None], vectors.to(x.dtype))
         if self.positions is not None:
             x = x + self.positions(tokens.shape[1], start)
         elif start + tokens.shape[1] > self.max_len:

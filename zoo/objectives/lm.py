@@ -25,10 +25,15 @@ class NextTokenLM(Objective):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
 
-    def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        inputs, targets = batch
-        logits = self.forward_net(inputs)
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+    def logits_and_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """batch: (inputs, targets) or (inputs, targets, extra), ``extra`` being keyword
+        inputs of the network (e.g. images). Targets of -100 carry no loss (e.g. a prompt)."""
+        inputs, targets, *extra = batch
+        logits = self.forward_net(inputs, **(extra[0] if extra else {}))
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+
+    def loss(self, batch) -> torch.Tensor:
+        return self.logits_and_loss(batch)[1]
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         self.flops_per_batch = self.net.batch_flops(batch[0])

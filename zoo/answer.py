@@ -1,0 +1,65 @@
+"""Answer a question about an image with a LLaVA checkpoint (greedy decoding, KV cache).
+
+    python -m zoo.answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
+        image=picture.png question="what color is the circle?"
+
+The checkpoint holds everything needed: the network's config, its weights, the
+tokenizer and the prompt template of the data it was trained on. The image is
+resized to the vision tower's size; the prompt's ``<image>`` placeholder becomes the
+image tokens, which go through the cache on the first decoding step.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+import torch
+from PIL import Image
+from torch import nn
+
+from zoo.data.images import load_image, to_tensor
+from zoo.data.tokenizers import tokenizer_from_state
+from zoo.generate import generate
+from zoo.nn.multimodal import expand_image_placeholder
+
+
+class Answerer:
+    """A LLaVA network, its tokenizer and prompt template, loaded from a zoo checkpoint."""
+
+    def __init__(self, ckpt: str | Path):
+        ckpt = Path(ckpt)
+        if not ckpt.is_file():
+            raise FileNotFoundError(f"checkpoint {ckpt} does not exist")
+        saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+        hparams = saved["hyper_parameters"]
+        if "prompt" not in hparams or not hparams.get("tokenizer"):
+            raise ValueError(f"{ckpt} is not a vision-language checkpoint (model=llava*)")
+        self.net: nn.Module = hydra.utils.instantiate(hparams["net"]).eval()
+        self.net.load_state_dict({k.removeprefix("net."): v for k, v in saved["state_dict"].items()
+                                  if k.startswith("net.")})
+        self.tokenizer = tokenizer_from_state(hparams["tokenizer"])
+        self.prompt, self.max_tokens = hparams["prompt"], hparams.get("max_answer_tokens", 24)
+
+    @torch.no_grad()
+    def __call__(self, image: Image.Image, question: str = "") -> str:
+        vision = self.net.embedder.vision
+        ids = self.tokenizer.encode(self.prompt.format(question=question))
+        ids, _ = expand_image_placeholder(ids, self.tokenizer.image_id, vision.n_tokens, self.net.context)
+        pixels = to_tensor(image, vision.image_size)[None]
+        tokens = torch.tensor([ids])
+        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id, images=pixels)
+        return self.tokenizer.decode(out[0, tokens.shape[1]:].tolist())
+
+
+def main(argv: list[str]) -> None:
+    args = dict(a.split("=", 1) for a in argv if "=" in a)
+    missing = [k for k in ("ckpt", "image") if k not in args]
+    if missing:
+        raise SystemExit(f"usage: python -m zoo.answer ckpt=CKPT image=IMAGE question=\"...\" (missing {missing})")
+    print(Answerer(args["ckpt"])(load_image(args["image"]), args.get("question", "")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,43 @@
+"""CIFAR-10 as captions, "a photo of a {class}", for stage-1 alignment of a projector.
+
+Reads the ImageFolder layout ``${data_dir}/cifar10/{train,test}/<class>/*.jpg`` (what
+``data=cifar10`` puts there). Every 10th training image (in sorted order) is held out
+for validation. The exact-match accuracy of a caption is the classification accuracy.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from zoo.data.image_text import Example, ImageTextData
+from zoo.data.images import load_image
+from zoo.data.tokenizers import WordTokenizer
+
+
+def caption(name: str) -> str:
+    name = name.replace("_", " ")
+    return f"a photo of {'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+class Cifar10Captions(ImageTextData):
+    def setup(self, stage: str | None = None) -> None:
+        if self.examples:
+            return
+        root = self.data_dir / "cifar10"
+        splits = {}
+        for split in ("train", "test"):
+            folder = root / split
+            classes = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+            if not classes:
+                raise FileNotFoundError(f"{folder} has no <class>/*.jpg folders: run `python train.py model=vit "
+                                        f"data=cifar10` once (it downloads CIFAR-10) or put the ImageFolder layout there")
+            splits[split] = [Example(partial(load_image, path), self.prompt, [caption(c)], c)
+                             for c in classes for path in sorted((folder / c).glob("*.jpg"))]
+        self.tokenizer = WordTokenizer.from_texts(ex.answers[0] for ex in splits["test"])
+        train = splits["train"]
+        self.examples = {"train": [ex for i, ex in enumerate(train) if i % 10],
+                         "val": train[::10], "test": splits["test"]}
+        self._set_dims()
+
+    def prepare_data(self) -> None:
+        """The images come from data=cifar10's download (see setup's error)."""

@@ -1,0 +1,110 @@
+"""What the vision-language data sets share: (image, prompt, answer) examples turned
+into LLaVA training items, and the data module that batches them.
+
+An item is the prompt (with its one ``<image>`` placeholder) followed by the answer
+and ``<eos>``, shifted by one for next-token prediction; targets are -100 on the
+prompt so the loss covers the answer only. The placeholder is expanded into the
+vision tower's number of image tokens by the objective, which knows the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from zoo.data.base import ZooDataModule
+from zoo.data.images import to_tensor
+from zoo.data.tokenizers import WordTokenizer
+
+
+@dataclass
+class Example:
+    """One image with a prompt and its reference answers (the first is the training target)."""
+
+    image: Callable[[], Image.Image]  # loads or draws the image when the item is built
+    prompt: str
+    answers: list[str]
+    kind: str = ""  # e.g. the question type, for per-kind metrics
+
+
+class ImageTextItems(Dataset):
+    """Examples -> dicts of tensors: image (3, S, S), tokens / targets (L,), prefix_len, index."""
+
+    def __init__(self, examples, tokenizer: WordTokenizer, image_size: int, resize: bool = True):
+        self.examples, self.tokenizer = examples, tokenizer
+        self.image_size, self.resize = image_size, resize
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        ex = self.examples[i]
+        prompt = self.tokenizer.encode(ex.prompt)
+        seq = prompt + self.tokenizer.encode(ex.answers[0]) + [self.tokenizer.eos_id]
+        targets = [t if j + 1 >= len(prompt) else -100 for j, t in enumerate(seq[1:])]
+        return {
+            "images": to_tensor(ex.image(), self.image_size, self.resize),
+            "tokens": torch.tensor(seq[:-1]),
+            "targets": torch.tensor(targets),
+            "prefix_len": torch.tensor(len(prompt)),
+            "index": torch.tensor(i),
+        }
+
+
+def collate(items: list[dict[str, Tensor]], pad_id: int = 0) -> dict[str, Tensor]:
+    """Stack items, right-padding tokens (``pad_id``) and targets (-100) to the longest."""
+    width = max(len(it["tokens"]) for it in items)
+
+    def pad(key: str, value: int) -> Tensor:
+        return torch.stack([torch.cat([it[key], it[key].new_full((width - len(it[key]),), value)]) for it in items])
+
+    out = {"tokens": pad("tokens", pad_id), "targets": pad("targets", -100)}
+    return out | {k: torch.stack([it[k] for it in items]) for k in ("images", "prefix_len", "index")}
+
+
+class ImageTextData(ZooDataModule):
+    """Base data module for (image, prompt, answer) data sets.
+
+    Subclasses fill ``self.examples[split]`` (lists of :class:`Example`) and
+    ``self.tokenizer`` in ``setup``. Batches are dicts (see :func:`collate`).
+
+    Args:
+        image_size: side of the square images the vision tower takes.
+        resize: resize images of another size (else fail with both sizes).
+    """
+
+    provides = "image_text"
+    prompt = "<image>"  # the prompt template; ``{question}`` is filled in where there is one
+    metric = "exact_match"  # or "bleu" (captions)
+
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
+                 num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        self.image_size, self.resize = image_size, resize
+        self.examples: dict[str, list[Example]] = {}
+
+    def _set_dims(self) -> None:
+        """What the model config reads: the vocabulary, the ``<image>`` id, the prompt
+        template (kept in checkpoints for ``zoo.answer``) and how answers are scored."""
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "image_token_id": self.tokenizer.image_id,
+                     "prompt": self.prompt, "metric": self.metric}
+
+    def items(self, split: str) -> ImageTextItems:
+        return ImageTextItems(self.examples[split], self.tokenizer, self.image_size, self.resize)
+
+    def _loader(self, split: str, shuffle: bool = False):
+        return self.loader(self.items(split), shuffle=shuffle, collate_fn=collate)
+
+    def train_dataloader(self):
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self):
+        return self._loader("val")
+
+    def test_dataloader(self):
+        return self._loader("test")

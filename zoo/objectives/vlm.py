@@ -101,8 +101,10 @@ class VisionLanguageLM(NextTokenLM):
         return tokens, targets, {"images": images, "prefix_len": prefix_len}
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        loss = self.loss(self.prepare(batch))
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["tokens"]))
+        prepared = self.prepare(batch)
+        self.flops_per_batch = self.net.batch_flops(prepared[0])  # the language model's (the vision tower's not counted)
+        loss = self.loss(prepared)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(batch["tokens"]))
         return loss
 
     def _evaluate(self, batch, stage: str) -> None:

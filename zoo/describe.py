@@ -17,7 +17,9 @@ from omegaconf import open_dict
 from zoo.convert.common import CONF_DIR, compose_config
 
 # What the data would tell each model at start-up; the table uses these stand-ins.
-DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3}
+DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "pad_id": 0, "bos_id": 1,
+        "eos_id": 2, "mask_id": 3, "image_token_id": 4, "special_ids": [0, 1, 2, 3, 4], "metric": "exact_match",
+        "prompt": ""}
 
 
 def model_names() -> list[str]:
@@ -59,12 +61,14 @@ def describe(model: str) -> dict[str, str]:
     cfg, net = build(model)
     total = sum(p.numel() for p in net.parameters())
     embedders = [m for name, m in net.named_children() if name.endswith("embedder")]
-    embedding = sum(p.numel() for e in embedders for p in e.parameters())
+    # (an encoder and a decoder may share one token embedding: count it once)
+    embedding = sum(p.numel() for p in {id(p): p for e in embedders for p in e.parameters()}.values())
     if hasattr(net, "encoder"):  # encoder-decoder
         mask = f"enc: {_name(net.encoder_mask)}; dec: {_name(net.decoder_mask)} + cross"
         length = net.context
-        flops = net.training_flops(1, length, length) / length
-        unit = "token"
+        source = getattr(net.encoder_embedder, "max_len", length)  # e.g. Whisper's 1500 audio frames
+        flops = net.training_flops(1, source, length) / length
+        unit = "target token"
     else:
         mask = _name(net.mask)
         length = getattr(embedders[0], "max_len", None) or net.context
@@ -77,7 +81,7 @@ def describe(model: str) -> dict[str, str]:
         "head": _name(net.head),
         "block": _block_preset(cfg),
         "positions": _positions(net),
-        "params (embedding / other)": f"{embedding / 1e6:.2f}M / {(total - embedding) / 1e6:.2f}M",
+        "params (embedders / rest)": f"{embedding / 1e6:.2f}M / {(total - embedding) / 1e6:.2f}M",
         "train FLOPs": f"{flops / 1e6:.1f}M per {unit}",
     }
 
@@ -95,7 +99,8 @@ def main() -> None:
     parser.add_argument("--masks", type=Path, help="write each family's mask pictures into this folder")
     args = parser.parse_args()
     print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images "
-          "stand in for the data; FLOPs are forward + backward at the full context.\n")
+          "stand in for the data; FLOPs are forward + backward at the full context\n"
+          "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
     if args.masks:
         from zoo.mask_pictures import write_mask_pictures

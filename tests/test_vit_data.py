@@ -128,3 +128,12 @@ def test_vit_on_text_data_fails_at_start_up_naming_both_sides(tmp_path: Path):
     )
     assert run.returncode != 0
     assert "model=vit expects image input, but data=tinyshakespeare provides text" in run.stderr
+
+
+def test_randaugment_keeps_shape_and_only_touches_training():
+    images = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)
+    train = InMemoryImages(images, torch.zeros(8), (0.5,) * 3, (0.25,) * 3, augment=True, randaugment="rand-m9-n2-mstd0.5")
+    out, _ = train.__getitems__(list(range(8)))
+    assert out.shape == (8, 3, 32, 32) and out.dtype == torch.float32
+    evaluation = InMemoryImages(images, torch.zeros(8), (0.5,) * 3, (0.25,) * 3, randaugment="rand-m9-n2-mstd0.5")
+    assert evaluation.randaugment is None

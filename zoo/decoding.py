@@ -4,8 +4,9 @@ and beam search.
 The source is encoded once. With the cache, each step feeds the decoder only the
 newest token: its self-attention keys/values are appended to the cache and its
 cross-attention keys/values (which depend only on the encoder output) are computed
-on the first step and reused. Beam search reorders the cache rows with
-:meth:`KVCache.reorder` when hypotheses change places.
+on the first step and reused. Beam search reorders the self-attention cache rows with
+:meth:`KVCache.reorder` when hypotheses change places (the cross-attention rows of a
+sentence's beams are identical, so they stay).
 
 Both functions start from a ``prompt`` (B, P) of decoder tokens — the start token
 of a translation model, or a longer prompt such as Whisper's task tokens — and
@@ -118,8 +119,8 @@ def beam_search(net, source: Tensor, prompt: Tensor, eos: int, source_padding: T
         new = cand_token.gather(1, live_rank).view(-1, 1)
         tokens = torch.cat([tokens[order], new], dim=1)
         scores = live_scores
-        if cache is not None:
-            cache.reorder(order)
+        if cache is not None:  # beams stay with their source: its cross k/v need no reordering
+            cache.reorder(order, cross=False)
         best_live = (scores[:, 0] / length ** length_penalty).tolist()
         for i in range(b):
             if len(finished[i]) == k and best_live[i] <= finished[i][-1][0]:

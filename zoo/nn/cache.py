@@ -31,11 +31,13 @@ class LayerCache:
     def length(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (beam search reorders hypotheses)."""
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
+        """Keep batch rows ``index`` (beam search reorders hypotheses). ``cross=False``
+        leaves the cross-attention k/v alone: right when rows only move among copies of
+        the same source (the beams of one sentence), whose cross k/v are identical."""
         if self.k is not None:
             self.k, self.v = self.k[index], self.v[index]
-        if self.cross is not None:
+        if cross and self.cross is not None:
             self.cross = (self.cross[0][index], self.cross[1][index])
 
 
@@ -50,6 +52,6 @@ class KVCache:
         """Number of positions already decoded."""
         return self.layers[0].length
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
         for layer in self.layers:
-            layer.reorder(index)
+            layer.reorder(index, cross)

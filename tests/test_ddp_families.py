@@ -41,7 +41,24 @@ def _t5(data):
             *TINY_BLOCK, "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
 
 
-FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5}
+def _whisper(data):
+    from test_whisper_data import write_fsdd
+
+    write_fsdd(data, speakers=("alice",), takes=range(8))
+    return ["model=whisper", "data=fsdd", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", *TINY_BLOCK,
+            "data.batch_size=4", "data.val_takes=2", "data.test_passes=1", "model.decoding.max_new_tokens=4"]
+
+
+def _llava(data):  # shapes_vqa is generated: no files
+    from test_llava import TINY
+
+    # The vision tower is read at its second-to-last layer (LLaVA's choice), so its last
+    # layer gets no gradient: DDP must be told to expect unused parameters.
+    return ["model=llava", "data=shapes_vqa", "data.batch_size=4", "data.val_size=8", "data.test_size=8", *TINY,
+            "trainer.strategy=ddp_find_unused_parameters_true"]
+
+
+FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

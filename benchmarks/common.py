@@ -50,6 +50,22 @@ def _peak_rss_in_subprocess(label: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def alternate_medians(fns: dict[str, Callable[[], object]], repeats: int, device: str = "cpu",
+                      warmup: int = 1) -> dict[str, float]:
+    """Median seconds of each function, the functions run in turn ``repeats`` times (after
+    ``warmup`` rounds), so that background load hits them alike."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(repeats):
+        for label, fn in fns.items():
+            sync(); t = time.perf_counter(); fn(); sync()
+            times[label].append(time.perf_counter() - t)
+    return {label: statistics.median(ts) for label, ts in times.items()}
+
+
 def compare(name: str, zoo_factory: Callable[[], Callable[[], None]], ref_name: str,
             ref_factory: Callable[[], Callable[[], None]], warmup: int = 3, steps: int = 10,
             device: str = "cpu") -> dict[str, float]:
@@ -65,19 +81,12 @@ def compare(name: str, zoo_factory: Callable[[], Callable[[], None]], ref_name: 
         print(_status_mib("VmHWM") - before)
         sys.exit(0)
     zoo_step, ref_step = zoo_factory(), ref_factory()
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    for _ in range(warmup):
-        zoo_step(); ref_step()
-    times: dict[str, list[float]] = {name: [], ref_name: []}
-    for _ in range(steps):
-        for label, fn in ((name, zoo_step), (ref_name, ref_step)):
-            sync(); t = time.perf_counter(); fn(); sync()
-            times[label].append(time.perf_counter() - t)
-    t_zoo, t_ref = statistics.median(times[name]), statistics.median(times[ref_name])
+    medians = alternate_medians({name: zoo_step, ref_name: ref_step}, steps, device, warmup)
+    t_zoo, t_ref = medians[name], medians[ref_name]
     if device.startswith("cuda"):
         mem = {}
         for label, fn in ((name, zoo_step), (ref_name, ref_step)):
-            torch.cuda.reset_peak_memory_stats(); fn(); sync()
+            torch.cuda.reset_peak_memory_stats(); fn(); torch.cuda.synchronize()
             mem[label] = torch.cuda.max_memory_allocated() / 2**20
         m_zoo, m_ref = mem[name], mem[ref_name]
     else:

@@ -10,14 +10,12 @@ zoo.decoding.beam_search vs ``generate(num_beams=...)``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from transformers import T5Config, T5ForConditionalGeneration
 
-from common import compare, make_step
+from common import alternate_medians, compare, make_step
 from zoo.convert.t5 import from_transformers
 from zoo.decoding import beam_search, strip_eos
 
@@ -67,7 +65,6 @@ def main() -> None:
 
     # Beam search: the same weights, the same sources; both stop when every row is done.
     zoo.eval(), ref.eval()
-    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     prompt = torch.zeros(a.batch, 1, dtype=torch.long, device=a.device)
 
     def zoo_beam():
@@ -77,17 +74,12 @@ def main() -> None:
         return ref.generate(input_ids=src, attention_mask=mask.long(), num_beams=a.beams, max_new_tokens=a.new_tokens,
                             do_sample=False, early_stopping=False)
 
-    times: dict[str, list[float]] = {"zoo": [], "ref": []}
     with torch.no_grad():
-        zoo_beam(), ref_beam()  # warm-up
-        for _ in range(a.repeats):
-            for name, fn in (("zoo", zoo_beam), ("ref", ref_beam)):
-                sync(); t = time.perf_counter(); fn(); sync()
-                times[name].append(time.perf_counter() - t)
+        medians = alternate_medians({"zoo": zoo_beam, "ref": ref_beam}, a.repeats, a.device)
         # generate's rows: start token, ids, eos, then padding (0)
         ref_rows = [row[: row.index(1)] if 1 in row else row for row in ref_beam()[:, 1:].tolist()]
         same = sum(z == r for z, r in zip(strip_eos(zoo_beam(), 1), ref_rows))
-    t_zoo, t_ref = statistics.median(times["zoo"]), statistics.median(times["ref"])
+    t_zoo, t_ref = medians["zoo"], medians["ref"]
     print(f"{'zoo beam_search':>24}: {a.batch / t_zoo:8.1f} sentences/s")
     print(f"{'generate(num_beams)':>24}: {a.batch / t_ref:8.1f} sentences/s")
     print(f"{'ratio zoo/reference':>24}: time {t_zoo / t_ref:.3f}x   (beams {a.beams}, up to {a.new_tokens} new tokens)")

@@ -13,15 +13,13 @@ Hugging Face's encoder takes exactly ``2 x max_source_positions`` frames, so bot
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from common import compare, make_step
+from common import alternate_medians, compare, make_step
 from zoo.convert.common import build_net
 from zoo.convert.whisper import from_transformers, whisper_config_overrides
 from zoo.decoding import greedy
@@ -38,14 +36,6 @@ def hf_greedy(hf, features: torch.Tensor, prompt: torch.Tensor, n_tokens: int) -
         new = out.logits[:, -1].argmax(dim=-1, keepdim=True)
         tokens = torch.cat([tokens, new], dim=1)
     return tokens
-
-
-def timed(fn, repeats: int, sync) -> float:
-    times = []
-    for _ in range(repeats):
-        sync(); t = time.perf_counter(); fn(); sync()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -90,11 +80,11 @@ def main() -> None:
     # Greedy transcription of one clip with the KV cache: seconds of compute per second of audio.
     ref = WhisperForConditionalGeneration(cfg).to(a.device).eval()
     zoo = from_transformers(ref).to(a.device).eval()
-    sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
     clip, prompt = x[:1], torch.ones(1, 1, dtype=torch.long, device=a.device)
     never = a.vocab  # an id no logit has: decode exactly --decode-tokens tokens, like the reference
-    t_zoo = timed(lambda: greedy(zoo, clip, prompt, never, max_new_tokens=a.decode_tokens), 5, sync)
-    t_ref = timed(lambda: hf_greedy(ref, clip, prompt, a.decode_tokens), 5, sync)
+    medians = alternate_medians({"zoo": lambda: greedy(zoo, clip, prompt, never, max_new_tokens=a.decode_tokens),
+                                 "ref": lambda: hf_greedy(ref, clip, prompt, a.decode_tokens)}, 5, a.device)
+    t_zoo, t_ref = medians["zoo"], medians["ref"]
     ours = greedy(zoo, clip, prompt, never, max_new_tokens=a.decode_tokens)
     theirs = hf_greedy(ref, clip, prompt, a.decode_tokens)[:, 1:]
     print(f"greedy, {a.decode_tokens} tokens of {a.seconds:g} s audio (same tokens: {torch.equal(ours, theirs)})")

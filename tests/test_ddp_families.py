@@ -46,7 +46,8 @@ def _whisper(data):
 
     write_fsdd(data, speakers=("alice",), takes=range(8))
     return ["model=whisper", "data=fsdd", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", *TINY_BLOCK,
-            "data.batch_size=4", "data.val_takes=2", "data.test_passes=1", "model.decoding.max_new_tokens=4"]
+            "data.batch_size=4", "data.val_takes=2", "data.test_passes=1", "model.decoding.max_new_tokens=4",
+            "data.num_workers=0"]
 
 
 def _llava(data):  # shapes_vqa is generated: no files

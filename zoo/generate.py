@@ -52,7 +52,9 @@ def generate(
         if use_cache and cache is not None and cache.length < model.context:
             logits = model(tokens[:, -1:], cache=cache)
         else:
-            window = tokens[:, -model.context + (1 if use_cache else 0):] if tokens.shape[1] >= model.context else tokens
+            # Crop to the context; with a cache, leave room for the token fed next.
+            keep = model.context - 1 if use_cache else model.context
+            window = tokens[:, -keep:] if tokens.shape[1] > keep else tokens
             if inputs and window.shape[1] < tokens.shape[1]:
                 raise ValueError(f"the sequence ({tokens.shape[1]} tokens) outgrew the model's context of "
                                  f"{model.context}, and {sorted(inputs)} cannot be cropped")

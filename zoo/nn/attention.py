@@ -67,9 +67,7 @@ def attention(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale
     if is_causal:
-        lq, lk = scores.shape[-2:]
-        keep = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
-        scores = scores.masked_fill(~keep, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(*scores.shape[-2:], q.device), float("-inf"))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)

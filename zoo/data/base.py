@@ -37,13 +37,16 @@ class ZooDataModule(L.LightningDataModule):
             )
         return self.batch_size // world
 
-    def loader(self, dataset: Dataset, shuffle: bool = False, seed: int = 0, **kwargs) -> StatefulDataLoader:
+    def loader(self, dataset: Dataset, shuffle: bool = False, seed: int = 0, batched: bool = True,
+               **kwargs) -> StatefulDataLoader:
         """A DataLoader whose position is saved in checkpoints, so a resumed run continues
         with the next batch rather than the start of the epoch.
 
         Under DDP each rank takes every world_size-th item (the trainer configs set
         ``use_distributed_sampler: false``: Lightning's own sampler would shuffle the
         training data), so a global batch holds the same items as on one process.
+        ``batched=False``: each item of ``dataset`` already is one rank's batch (e.g.
+        length buckets), so the loader adds no batching of its own.
         """
         trainer = self.trainer
         sampler = None
@@ -53,6 +56,6 @@ class ZooDataModule(L.LightningDataModule):
         elif shuffle:
             sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
         return StatefulDataLoader(
-            dataset, batch_size=self.rank_batch_size, sampler=sampler, num_workers=self.num_workers,
+            dataset, batch_size=self.rank_batch_size if batched else None, sampler=sampler, num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0, **kwargs,
         )

@@ -202,10 +202,9 @@ class Multi30k(ZooDataModule):
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:
         batches = LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle)
         d = self.dims
-        # Each dataset item is already a batch: no automatic batching (batch_size=None).
-        return StatefulDataLoader(batches, batch_size=None, shuffle=shuffle, num_workers=self.num_workers,
-                                  collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]),
-                                  persistent_workers=self.num_workers > 0)
+        # Each dataset item is already a batch of this rank's size; under DDP the ranks take turns.
+        return self.loader(batches, shuffle=shuffle, seed=self.seed, batched=False,
+                           collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]))
 
     def train_dataloader(self):
         return self._loader("train", shuffle=True)

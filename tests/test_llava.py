@@ -13,7 +13,7 @@ from PIL import Image
 from zoo.convert.common import build_net, compose_config
 from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
-from zoo.data.shapes_vqa import COUNTS, ShapesExamples, ShapesVQA, blind_baseline, make_question, vocabulary
+from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
 from zoo.generate import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
@@ -255,6 +255,14 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.png"):
         main([f"ckpt={ckpt}", f"image={tmp_path / 'missing.png'}", "question=what?"])
     assert draw  # the drawing used above is the data's own
+    examples = (tmp_path / "examples.txt").read_text()  # the test pass shows answers next to references
+    assert "prompt:" in examples and "reference:" in examples and "greedy:" in examples
+    from zoo.attention_maps import main as attention_maps
+
+    attention_maps([f"ckpt={ckpt}", f"image={image_path}", "question=what color is the circle?", f"out={tmp_path / 'att'}"])
+    assert (tmp_path / "att" / "rollout.png").is_file() and (tmp_path / "att" / "self_layer00.png").is_file()
+    with pytest.raises(SystemExit, match="image_text input .* but image input was given"):
+        attention_maps([f"ckpt={ckpt}", f"image={image_path}"])
 
 
 def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):

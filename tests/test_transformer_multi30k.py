@@ -128,6 +128,14 @@ def test_train_test_bleu_and_translate_from_checkpoint(tmp_path, capsys):
 
     main([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt im Schnee.", "beam=false"])
     assert capsys.readouterr().out.strip()  # some English-like text, decoded from the checkpoint
+    examples = (tmp_path / "out" / "examples.txt").read_text()  # translations next to their references
+    assert all(f"{key}:" in examples for key in ("source", "reference", "greedy", "beam"))
+    from zoo.attention_maps import main as attention_maps
+
+    att = tmp_path / "att"
+    attention_maps([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt.", f"out={att}"])
+    assert {"encoder_layer00.png", "decoder_layer00.png", "cross_layer00.png", "alignment.png"} <= {
+        p.name for p in att.iterdir()}
 
 
 def test_decoder_only_model_on_pairs_fails_naming_both(tmp_path):

@@ -39,7 +39,8 @@ def image_tree(tmp_path: Path) -> Path:
 def test_splits_dims_and_batches(image_tree: Path):
     dm = CIFAR10(str(image_tree / "data"), str(image_tree / "cache"), batch_size=4, val_size=8)
     dm.setup("fit")
-    assert dm.dims == {"num_classes": 10, "image_size": 32, "channels": 3}
+    assert {k: dm.dims[k] for k in ("num_classes", "image_size", "channels")} == {"num_classes": 10, "image_size": 32, "channels": 3}
+    assert dm.dims["class_names"][0] == "airplane" and len(dm.dims["pixel_mean"]) == len(dm.dims["pixel_std"]) == 3
     assert [len(dm.splits[s][1]) for s in ("train", "val", "test")] == [32, 8, 20]
     assert sorted(dm.splits["test"][1].tolist()) == sorted(list(range(10)) * 2)
     images, labels = next(iter(dm.train_dataloader()))
@@ -117,6 +118,15 @@ def test_train_vit_on_cifar10_a_few_steps(image_tree: Path, extra):
     assert 0.0 <= metrics["test/acc"] <= 1.0
     restored = Classification.load_from_checkpoint(image_tree / "out" / "checkpoints" / "last.ckpt", weights_only=True)
     assert restored.hparams.num_classes == 10 and restored.hparams.label_smoothing == (0.1 if extra else 0.0)
+    assert restored.hparams.class_names[:2] == ["airplane", "automobile"]
+    assert (image_tree / "out" / "confusion.png").stat().st_size > 0  # the test pass leaves its confusion matrix
+    if not extra:
+        from zoo.attention_maps import main as attention_maps
+
+        image = next((image_tree / "data" / "cifar10" / "test").rglob("*.png"))
+        attention_maps([f"ckpt={image_tree / 'out' / 'checkpoints' / 'last.ckpt'}", f"image={image}",
+                        f"out={image_tree / 'att'}"])
+        assert (image_tree / "att" / "rollout.png").is_file() and (image_tree / "att" / "self_layer00.png").is_file()
 
 
 def test_vit_on_text_data_fails_at_start_up_naming_both_sides(tmp_path: Path):

@@ -46,6 +46,14 @@ def test_train_then_transcribe(tmp_path):
     path, text = out.stdout.rstrip("\n").split("\t")
     assert path == str(clip) and set(text.split()) <= {"zero", "one", "two", "three", "four", "five", "six",
                                                        "seven", "eight", "nine"}
+    examples = (tmp_path / "out" / "examples.txt").read_text()  # transcripts next to their references
+    assert "reference:" in examples and "greedy:" in examples and "beam:" in examples
+    from zoo.attention_maps import main as attention_maps
+
+    attention_maps([f"ckpt={ckpt}", f"audio={clip}", f"out={tmp_path / 'att'}"])
+    assert (tmp_path / "att" / "alignment.png").is_file() and (tmp_path / "att" / "cross_layer00.png").is_file()
+    with pytest.raises(SystemExit, match="audio input .* but text input was given"):
+        attention_maps([f"ckpt={ckpt}", "text=hello"])
 
 
 def test_whisper_on_text_data_fails_naming_both(tmp_path):

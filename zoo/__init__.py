@@ -6,3 +6,5 @@ from omegaconf import OmegaConf
 OmegaConf.register_new_resolver("multiply", lambda a, b: a * b, replace=True)
 # e.g. `vocab_size: ${add:${dims.vocab_size},102}` (T5: the data's vocabulary + sentinels).
 OmegaConf.register_new_resolver("add", lambda a, b: a + b, replace=True)
+# ${rsqrt:x} = x ** -0.5, e.g. T5 v1.0's d_model^-0.5 on the tied head's input.
+OmegaConf.register_new_resolver("rsqrt", lambda x: float(x) ** -0.5, replace=True)

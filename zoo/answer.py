@@ -42,15 +42,24 @@ class Answerer:
         self.tokenizer = tokenizer_from_state(hparams["tokenizer"])
         self.prompt, self.max_tokens = hparams["prompt"], hparams.get("max_answer_tokens", 24)
 
-    @torch.no_grad()
-    def __call__(self, image: Image.Image, question: str = "") -> str:
+    def inputs(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The network's inputs for one question: prompt ids (1, L) with the image tokens
+        expanded, pixels (1, 3, S, S), and where the image tokens start in the prompt."""
         vision = self.net.embedder.vision
         ids = self.tokenizer.encode(self.prompt.format(question=question))
-        ids, _ = expand_image_placeholder(ids, self.tokenizer.image_id, vision.n_tokens, self.net.context)
-        pixels = to_tensor(image, vision.image_size)[None]
-        tokens = torch.tensor([ids])
+        ids, at = expand_image_placeholder(ids, self.tokenizer.image_id, vision.n_tokens, self.net.context)
+        return torch.tensor([ids]), to_tensor(image, vision.image_size)[None], at
+
+    @torch.no_grad()
+    def answer_ids(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, list[int]]:
+        """(prompt ids (1, L), greedy answer ids, end token left out)."""
+        tokens, pixels, _ = self.inputs(image, question)
         out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id, images=pixels)
-        return self.tokenizer.decode(out[0, tokens.shape[1]:].tolist())
+        answer = out[0, tokens.shape[1]:].tolist()
+        return tokens, answer[: answer.index(self.tokenizer.eos_id)] if self.tokenizer.eos_id in answer else answer
+
+    def __call__(self, image: Image.Image, question: str = "") -> str:
+        return self.tokenizer.decode(self.answer_ids(image, question)[1])
 
 
 def main(argv: list[str]) -> None:

@@ -1,16 +1,29 @@
-"""Attention maps from a checkpoint: PNG heatmaps of the attention weights of every layer and head.
+"""Attention maps from a checkpoint: PNG heatmaps of attention weights, per layer and head.
 
-    python -m zoo.attention_maps ckpt=PATH text="ROMEO: But soft" out=attention/
+    python -m zoo.attention_maps ckpt=GPT.ckpt text="ROMEO: But soft"           # self-attention (GPT, BERT, Llama)
+    python -m zoo.attention_maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
+    python -m zoo.attention_maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
+    python -m zoo.attention_maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
+    python -m zoo.attention_maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
 
-SDPA returns no weights, so the Blocks' attention modules switch to their explicit
-inspection path (``MultiHeadAttention.keep_weights``), which computes the same outputs
-(tested) and keeps the weights.
+Files (in ``out=``, default ``attention/``): ``self_layerNN.png`` (a grid of heads; query
+positions down, key positions across) for a single stack; ``encoder_``/``decoder_``/
+``cross_layerNN.png`` for an encoder-decoder, which first decodes its output greedily and
+then shows the decoder reading the source (``alignment.png``: each layer's cross-attention,
+heads averaged); ``rollout.png`` for images: attention rollout (Abnar & Zuidema, 2020) of
+the classifier's query (ViT) or of the first answer token (LLaVA, through the language
+model and then the vision tower) over the image patches.
+
+SDPA returns no weights, so the attention modules switch to their explicit inspection
+path (``MultiHeadAttention.keep_weights``), which computes the same outputs (tested).
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -18,75 +31,279 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
 
+from zoo.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
 from zoo.checkpoint import load  # noqa: E402
+from zoo.data.images import load_image, to_tensor  # noqa: E402
 from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
+from zoo.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
+
+# What each kind of input a checkpoint was trained on can be shown with.
+INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
+
+
+@contextmanager
+def kept_weights(net: nn.Module) -> Iterator[None]:
+    """Inside the block every attention module of ``net`` runs its inspection path and keeps
+    its last weights (B, H, Lq, Lk) in ``last_weights``."""
+    modules = [m for m in net.modules() if isinstance(m, MultiHeadAttention)]
+    for m in modules:
+        m.keep_weights = True
+    try:
+        yield
+    finally:
+        for m in modules:
+            m.keep_weights, m.last_weights = False, None
+
+
+def weights_of(blocks: nn.ModuleList, cross: bool = False) -> list[Tensor]:
+    """The kept self- (or cross-) attention weights of the blocks that ran, in order."""
+    modules = [block.cross_attn if cross else block.attn for block in blocks]
+    return [m.last_weights for m in modules if m.last_weights is not None]
 
 
 @torch.no_grad()
-def self_attention_weights(net, inputs: torch.Tensor) -> list[torch.Tensor]:
-    """Run ``net`` once on ``inputs`` through the inspection path; return each layer's
-    self-attention weights (B, H, L, L)."""
-    modules = [block.attn for block in net.stack.blocks]
-    for m in net.modules():
-        if isinstance(m, MultiHeadAttention):
-            m.keep_weights = True
-    try:
-        net(inputs)
-        return [m.last_weights for m in modules]
-    finally:
-        for m in net.modules():
-            if isinstance(m, MultiHeadAttention):
-                m.keep_weights, m.last_weights = False, None
+def self_attention_weights(net: nn.Module, inputs: Tensor, **kwargs) -> list[Tensor]:
+    """Run a single-stack ``net`` once on ``inputs``; each layer's self-attention weights (B, H, L, L)."""
+    with kept_weights(net):
+        net(inputs, **kwargs)
+        return weights_of(net.stack.blocks)
 
 
-def plot_layers(weights: list[torch.Tensor], labels: list[str], out_dir: Path, title: str) -> list[Path]:
-    """One PNG per layer: a grid of heads, query positions down, key positions across."""
+def rollout(weights: list[Tensor]) -> Tensor:
+    """Attention rollout: how much each output position draws on each input position
+    through all layers, (B, L, L). Per layer the heads are averaged and the residual path
+    is counted as half the flow (0.5 A + 0.5 I, rows renormalised)."""
+    flow = None
+    for w in weights:
+        a = w.float().mean(dim=1)
+        a = 0.5 * a + 0.5 * torch.eye(a.shape[-1])
+        a = a / a.sum(dim=-1, keepdim=True)
+        flow = a if flow is None else a @ flow
+    return flow
+
+
+def _label_axes(ax, rows: list[str], cols: list[str]) -> None:
+    for labels, set_ticks, kw in ((cols, ax.set_xticks, {"rotation": 90}), (rows, ax.set_yticks, {})):
+        if len(labels) <= 40:
+            set_ticks(range(len(labels)), labels, fontsize=6, **kw)
+        else:
+            set_ticks([])
+
+
+def plot_layers(weights: list[Tensor], rows: list[str], cols: list[str], out_dir: Path, name: str,
+                title: str) -> list[Path]:
+    """One PNG per layer (``{name}_layerNN.png``): a grid of heads, queries down, keys across."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for layer, w in enumerate(weights):
         heads = w.shape[1]
-        cols = min(heads, 4)
-        rows = (heads + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+        n_cols = min(heads, 4)
+        n_rows = -(-heads // n_cols)
+        fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.2 * n_cols, 3.2 * n_rows), squeeze=False)
         for h, ax in enumerate(axes.flat):
             if h >= heads:
                 ax.axis("off")
                 continue
-            ax.imshow(w[0, h].float().numpy(), cmap="viridis", vmin=0)
+            ax.imshow(w[0, h].float().numpy(), cmap="viridis", vmin=0, aspect="auto")
             ax.set_title(f"head {h}", fontsize=8)
-            if len(labels) <= 40:
-                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
-                ax.set_yticks(range(len(labels)), labels, fontsize=6)
-            else:
-                ax.set_xticks([]), ax.set_yticks([])
-        fig.suptitle(f"{title}: layer {layer}", fontsize=10)
+            _label_axes(ax, rows, cols)
+        fig.suptitle(f"{title}: {name} attention, layer {layer}", fontsize=10)
         fig.tight_layout()
-        path = out_dir / f"layer{layer:02d}.png"
+        path = out_dir / f"{name}_layer{layer:02d}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)
         paths.append(path)
     return paths
 
 
-def main(argv: list[str]) -> None:
-    args = dict(a.split("=", 1) for a in argv)
-    if "ckpt" not in args or "text" not in args:
-        raise SystemExit("usage: python -m zoo.attention_maps ckpt=PATH text=TEXT [out=DIR]")
-    objective = load(args["ckpt"])
-    kind = objective.hparams.input_kind
-    if kind != "text" or not hasattr(objective.net, "stack"):
-        raise SystemExit(f"{args['ckpt']} is a model for {kind} input, but text=... was given")
+def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: Path, title: str,
+                   spectrogram: Tensor | None = None) -> Path:
+    """Each decoder layer's cross-attention, heads averaged: output tokens down, source
+    positions across; for speech the log-mel spectrogram sits above on the same time axis."""
+    panels = len(cross) + (spectrogram is not None)
+    fig, axes = plt.subplots(panels, 1, figsize=(max(6.0, 0.25 * len(cols) if len(cols) <= 40 else 8.0),
+                                                 1.2 + 0.25 * max(len(rows), 6) * panels), squeeze=False)
+    axes = list(axes[:, 0])
+    if spectrogram is not None:
+        ax = axes.pop(0)
+        ax.imshow(spectrogram.numpy(), origin="lower", aspect="auto", cmap="magma",
+                  extent=(0, spectrogram.shape[-1] * HOP_LENGTH / SAMPLE_RATE, 0, spectrogram.shape[0]))
+        ax.set_ylabel("mel bin", fontsize=7)
+        ax.set_title(title, fontsize=9)
+    for layer, (ax, w) in enumerate(zip(axes, cross)):
+        extent = None
+        if spectrogram is not None:  # encoder positions -> seconds (each covers two 10 ms frames)
+            extent = (0, w.shape[-1] * 2 * HOP_LENGTH / SAMPLE_RATE, len(rows) - 0.5, -0.5)
+        ax.imshow(w[0].float().mean(0).numpy(), cmap="viridis", vmin=0, aspect="auto", extent=extent)
+        ax.set_ylabel(f"layer {layer}", fontsize=7)
+        ax.set_yticks(range(len(rows)), rows, fontsize=6)
+        if spectrogram is None:
+            _label_axes(ax, rows, cols)
+    if spectrogram is not None:
+        axes[-1].set_xlabel("seconds")
+    else:
+        axes[0].set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_rollout(image: Tensor, heat: Tensor, path: Path, title: str) -> Path:
+    """The image (3, H, W) in [0, 1] and the rollout over its patches (gh, gw) upsampled onto it."""
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3.2))
+    picture = image.permute(1, 2, 0).clamp(0, 1).numpy()
+    heat = F.interpolate(heat[None, None].float(), size=image.shape[1:], mode="nearest")[0, 0]
+    axes[0].imshow(picture)
+    axes[1].imshow(picture)
+    axes[1].imshow((heat / heat.max()).numpy(), cmap="inferno", alpha=0.6)
+    for ax in axes:
+        ax.axis("off")
+    axes[1].set_title("attention rollout", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _cropped(ids: list[int], limit: int, what: str) -> list[int]:
+    if len(ids) > limit:
+        warnings.warn(f"{what} of {len(ids)} positions is longer than the model's {limit}: cropped to {limit}")
+    return ids[:limit]
+
+
+def text_maps(objective, text: str, out: Path, title: str) -> list[Path]:
+    """Self-attention of a single-stack language model (GPT, BERT, Llama) reading ``text``."""
     tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
-    ids = tokenizer.encode(args["text"])
-    context = objective.net.context
-    if len(ids) > context:
-        warnings.warn(f"input of {len(ids)} tokens is longer than the model's context of {context}: cropped")
-        ids = ids[:context]
-    weights = self_attention_weights(objective.net, torch.tensor([ids]))
+    ids = _cropped(tokenizer.encode(text), objective.net.context, "the input")
     labels = [repr(tokenizer.decode([i]))[1:-1] for i in ids]
-    for path in plot_layers(weights, labels, Path(args.get("out", "attention")), Path(args["ckpt"]).name):
+    return plot_layers(self_attention_weights(objective.net, torch.tensor([ids])), labels, labels, out, "self", title)
+
+
+@torch.no_grad()
+def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], out: Path, title: str,
+                         spectrogram: Tensor | None = None) -> list[Path]:
+    """Decode ``source`` (1, S, ...) greedily, then show the encoder, the decoder and the
+    cross-attention of the decoder reading the source while writing that output."""
+    net: EncoderDecoder = objective.net
+    prompt = torch.tensor([[objective.bos_id]])
+    output = objective.decode({"source": source, "target_in": prompt}, beam=False)[0]
+    target = torch.cat([prompt, torch.tensor([output], dtype=torch.long).view(1, -1)], dim=1)
+    tokenizer = objective.tokenizer
+    target_labels = ["<s>"] + [repr(tokenizer.decode([i]))[1:-1] for i in output]
+    print(f"output: {tokenizer.decode(output)}")
+    with kept_weights(net):
+        net(source, target)
+        encoder, decoder = weights_of(net.encoder.blocks), weights_of(net.decoder.blocks)
+        cross = weights_of(net.decoder.blocks, cross=True)
+    if spectrogram is not None:  # positions of an audio encoder are 20 ms steps, not worth a label each
+        source_labels = [f"{t * 2 * HOP_LENGTH / SAMPLE_RATE:.2f}s" for t in range(encoder[0].shape[-1])]
+    return (plot_layers(encoder, source_labels, source_labels, out, "encoder", title)
+            + plot_layers(decoder, target_labels, target_labels, out, "decoder", title)
+            + plot_layers(cross, target_labels, source_labels, out, "cross", title)
+            + [plot_alignment(cross, target_labels, source_labels, out / "alignment.png",
+                              f"{title}: {tokenizer.decode(output)!r}", spectrogram)])
+
+
+def translation_maps(objective, text: str, out: Path, title: str) -> list[Path]:
+    tokenizer = objective.tokenizer
+    ids = _cropped(tokenizer.encode(text), objective.net.context, "the source")
+    return encoder_decoder_maps(objective, torch.tensor([ids]), [repr(tokenizer.decode([i]))[1:-1] for i in ids],
+                                out, title)
+
+
+def speech_maps(objective, audio: str, out: Path, title: str) -> list[Path]:
+    wave = load_audio(audio)
+    window = objective.net.encoder_embedder.max_len * 2 * HOP_LENGTH  # samples the encoder's positions hold
+    if len(wave) > window:
+        warnings.warn(f"{audio} is longer than the encoder's {window / SAMPLE_RATE:.1f} s: cropped")
+    features = LogMel()(wave[:window])
+    return encoder_decoder_maps(objective, features[None], [], out, title, spectrogram=features)
+
+
+@torch.no_grad()
+def image_maps(objective, image_path: str, out: Path, title: str) -> list[Path]:
+    """A ViT classifier: each layer's self-attention over [CLS] + patches, and the rollout of
+    what the classifier reads (the CLS vector, or the mean of the patch vectors) over the patches."""
+    net, h = objective.net, objective.hparams
+    embedder = net.embedder
+    pixels = to_tensor(load_image(image_path), embedder.image_size, mean=h.pixel_mean or 0.5, std=h.pixel_std or 0.5)
+    weights = self_attention_weights(net, pixels[None])
+    logits = net(pixels[None])[0]
+    names = h.class_names or [str(i) for i in range(len(logits))]
+    prefix = int(embedder.cls is not None)
+    labels = ["[CLS]"] * prefix + [f"p{i}" for i in range(embedder.n_patches)]
+    flow = rollout(weights)[0]
+    reads = flow[0] if net.head.pool == "cls" else flow[prefix:].mean(0)
+    grid = embedder.image_size // embedder.patch_size
+    shown = (pixels * torch.tensor(h.pixel_std or 0.5).view(-1, 1, 1) + torch.tensor(h.pixel_mean or 0.5).view(-1, 1, 1))
+    top = logits.softmax(-1).max()
+    return plot_layers(weights, labels, labels, out, "self", title) + [
+        plot_rollout(shown, reads[prefix:].view(grid, grid), out / "rollout.png",
+                     f"{title}: {names[int(logits.argmax())]} ({top:.0%})")]
+
+
+@torch.no_grad()
+def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, title: str) -> list[Path]:
+    """LLaVA: the language model's self-attention over image tokens + prompt + answer, and the
+    rollout of the position that writes the first answer token, through the language model
+    onto the image tokens and then through the vision tower onto the image patches."""
+    from zoo.answer import Answerer
+
+    answerer = Answerer(ckpt)
+    net, tokenizer, tower = answerer.net, answerer.tokenizer, answerer.net.embedder.vision
+    if not hasattr(tower, "model"):
+        raise ValueError(f"{ckpt}'s vision tower is a timm backbone: rollout needs the zoo ViT tower")
+    image = load_image(image_path)
+    prompt, answer = answerer.answer_ids(image, question)
+    _, pixels, at = answerer.inputs(image, question)
+    print(f"answer: {tokenizer.decode(answer)}")
+    tokens = torch.cat([prompt, torch.tensor([answer], dtype=torch.long).view(1, -1)], dim=1)
+    with kept_weights(net):
+        net(tokens, images=pixels, prefix_len=torch.tensor([prompt.shape[1]]))
+        lm, vision = weights_of(net.stack.blocks), weights_of(tower.model.stack.blocks)
+    labels = [f"<img{i - at}>" if at <= i < at + tower.n_tokens else repr(tokenizer.decode([t]))[1:-1]
+              for i, t in enumerate(tokens[0].tolist())]
+    on_image_tokens = rollout(lm)[0, prompt.shape[1] - 1, at : at + tower.n_tokens]
+    on_patches = on_image_tokens @ rollout(vision)[0, tower.n_dropped :, :]  # (patches [+ CLS])
+    embedder = tower.model.embedder
+    grid = embedder.image_size // embedder.patch_size
+    heat = on_patches[int(embedder.cls is not None) :].view(grid, grid)
+    return plot_layers(lm, labels, labels, out, "self", title) + [
+        plot_rollout(pixels[0] * 0.5 + 0.5, heat, out / "rollout.png",
+                     f"{question} -> {tokenizer.decode(answer)}")]
+
+
+def main(argv: list[str]) -> None:
+    args = dict(a.split("=", 1) for a in argv if "=" in a)
+    given = [k for k in ("text", "image", "audio") if k in args]
+    if "ckpt" not in args or len(given) != 1 or len(args) != len(argv):
+        raise SystemExit("usage: python -m zoo.attention_maps ckpt=PATH (text=TEXT | audio=FILE | image=FILE "
+                         "[question=TEXT]) [out=DIR]")
+    kind = "image_text" if given == ["image"] and "question" in args else given[0]
+    objective = load(args["ckpt"])
+    expects = objective.hparams.input_kind
+    accepted = {INPUT_OF_KIND[k] for k in ([expects] if isinstance(expects, str) else expects)}
+    if kind not in accepted:
+        raise SystemExit(f"{args['ckpt']} holds a model for {expects} input ({type(objective).__name__}), "
+                         f"but {kind} input was given")
+    out, title = Path(args.get("out", "attention")), Path(args["ckpt"]).name
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "text":
+        maker = translation_maps if isinstance(objective.net, EncoderDecoder) else text_maps
+        paths = maker(objective, args["text"], out, title)
+    elif kind == "audio":
+        paths = speech_maps(objective, args["audio"], out, title)
+    elif kind == "image":
+        paths = image_maps(objective, args["image"], out, title)
+    else:
+        paths = image_question_maps(args["ckpt"], args["image"], args["question"], out, title)
+    for path in paths:
         print(f"wrote {path}")
 
 

@@ -1,4 +1,5 @@
-"""Pictures a run leaves behind: loss and metric curves from its CSV log."""
+"""Pictures a run leaves behind: loss and metric curves from its CSV log, a classifier's
+confusion matrix."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from torch import Tensor  # noqa: E402
 
 
 # What the throughput monitor logs besides the rates: running counts, not curves to look at.
@@ -47,6 +49,31 @@ def plot_curves(csv_path: Path, out_path: Path) -> Path | None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
+    plt.close(fig)
+    return out_path
+
+
+def plot_confusion(matrix: Tensor, class_names: list[str], out_path: Path) -> Path:
+    """A confusion matrix (true class down, predicted across), each row as fractions of
+    the class's examples, with the counts written in; the title gives the accuracy."""
+    counts = matrix.long()
+    rows = counts.float() / counts.sum(1, keepdim=True).clamp(min=1)
+    n = len(class_names)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * n, 0.6 + 0.5 * n))
+    ax.imshow(rows.numpy(), cmap="Blues", vmin=0, vmax=1)
+    for i in range(n):
+        for j in range(n):
+            if counts[i, j]:
+                ax.text(j, i, str(int(counts[i, j])), ha="center", va="center", fontsize=7,
+                        color="white" if rows[i, j] > 0.5 else "black")
+    ax.set_xticks(range(n), class_names, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(n), class_names, fontsize=8)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    accuracy = counts.diag().sum().item() / max(1, counts.sum().item())
+    ax.set_title(f"test accuracy {accuracy:.1%} ({counts.sum().item()} examples)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out_path, dpi=100)
     plt.close(fig)

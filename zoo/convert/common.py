@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import hydra
-import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 from torch import Tensor, nn

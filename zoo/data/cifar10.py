@@ -64,7 +64,8 @@ class CIFAR10(ZooDataModule):
         self.augmentation = {"crop_padding": crop_padding, "flip": flip, "randaugment": randaugment}
         self.folder = self.data_dir / "cifar10"
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}
-        self.dims = {"num_classes": len(CLASSES), "image_size": 32, "channels": 3}
+        self.dims = {"num_classes": len(CLASSES), "image_size": 32, "channels": 3, "class_names": list(CLASSES),
+                     "pixel_mean": list(MEAN), "pixel_std": list(STD)}
 
     def _has_folder_copy(self) -> bool:
         return (self.folder / "train").is_dir() and (self.folder / "test").is_dir()

@@ -126,8 +126,10 @@ def load_image(path: str | Path) -> Image.Image:
         raise ValueError(f"image {path} is corrupt or not an image: {err}") from err
 
 
-def to_tensor(image: Image.Image, image_size: int, resize: bool = True) -> Tensor:
-    """PIL image -> (3, image_size, image_size) float in [-1, 1].
+def to_tensor(image: Image.Image, image_size: int, resize: bool = True,
+              mean: float | list[float] = MEAN, std: float | list[float] = STD) -> Tensor:
+    """PIL image -> (3, image_size, image_size) float, normalised as (pixel in [0, 1] - mean) / std
+    (per channel when lists; the default maps to [-1, 1]).
 
     An image of another size is resized (bicubic) when ``resize``; otherwise it fails
     with both sizes.
@@ -138,7 +140,7 @@ def to_tensor(image: Image.Image, image_size: int, resize: bool = True) -> Tenso
                              f"{image_size}x{image_size} (set data.resize=true to resize)")
         image = image.resize((image_size, image_size), Image.BICUBIC)
     pixels = torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0).permute(2, 0, 1)
-    return (pixels - MEAN) / STD
+    return (pixels - torch.tensor(mean).view(-1, 1, 1)) / torch.tensor(std).view(-1, 1, 1)
 
 
 def blank_like(images: Tensor) -> Tensor:

@@ -21,7 +21,8 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
 from zoo.data.download import ensure_file
-from zoo.data.tokenizers import HFTokenizer
+from zoo.checkpoint import tokenizer_of
+from zoo.data.tokenizers import HFTokenizer, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
@@ -45,26 +46,6 @@ def read_parallel(source: Path, target: Path) -> tuple[list[str], list[str]]:
     if len(src) != len(tgt):
         raise ValueError(f"{source} has {len(src)} lines but {target} has {len(tgt)}: the files are not aligned")
     return src, tgt
-
-
-def train_bpe(texts: list[str], vocab_size: int, cache: Path) -> HFTokenizer:
-    """A BPE tokenizer trained on ``texts`` (Metaspace pre-tokenizer: decoding restores the
-    spaces, so decoded output is detokenized text), cached as JSON at ``cache``."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-    if cache.exists():
-        return HFTokenizer(Tokenizer.from_file(str(cache)))
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
-                                                       show_progress=False))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_name(cache.name + ".part")
-    tok.save(str(partial))
-    partial.rename(cache)
-    return HFTokenizer(tok)
 
 
 class Pairs(Dataset):
@@ -141,18 +122,19 @@ class Multi30k(ZooDataModule):
         prefix: text put before every source sentence (T5's task prefix, e.g.
             "translate German to English: ").
         test_split: the official test set used by ``test``.
+        tokenizer_from: the checkpoint a run fine-tunes (its tokenizer instead of a new BPE).
     """
 
     provides = "text_pairs"
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
                  vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",
-                 seed: int = 1337, num_workers: int = 0):
+                 seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if {src, tgt} != {"de", "en"}:
             raise ValueError(f"Multi30k task 1 has de and en; got src={src!r}, tgt={tgt!r}")
         self.src, self.tgt, self.vocab_size, self.max_len = src, tgt, vocab_size, max_len
-        self.prefix, self.seed = prefix, seed
+        self.prefix, self.seed, self.tokenizer_from = prefix, seed, tokenizer_from
         self.files = {split: name for split, name in SPLITS.items()}
         self.files["test"] = test_split
         self.root = self.data_dir / "multi30k" / "raw"
@@ -168,11 +150,13 @@ class Multi30k(ZooDataModule):
                 ensure_file(path, URL.format(name=path.name))
 
     def _tokenizer(self) -> HFTokenizer:
+        if self.tokenizer_from:
+            return tokenizer_of(self.tokenizer_from)
         files = [self.path("train", lang) for lang in ("de", "en")]
         digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
         cache = self.cache_dir / "multi30k" / f"bpe{self.vocab_size}-{digest}.json"
         texts = [line for f in files for line in read_lines(f)]
-        return train_bpe(texts, self.vocab_size, cache)
+        return train_bpe(texts, self.vocab_size, cache, SPECIALS)
 
     def _truncate(self, rows: list[list[int]], limit: int, what: str) -> list[list[int]]:
         long = sum(len(r) > limit for r in rows)
@@ -196,7 +180,11 @@ class Multi30k(ZooDataModule):
                                     self.max_len, f"{split} source")
             target = self._truncate(self.tokenizer.encode_batch(tgt), self.max_len - 1, f"{split} target")
             self.pairs[split] = Pairs(source, target, tgt)
-        pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS[:3])
+        try:
+            pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS[:3])
+        except KeyError as err:
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks a token Multi30k's targets need "
+                             f"({SPECIALS[:3]}): {err}") from err
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:

@@ -23,14 +23,14 @@ from torch.utils.data import Dataset
 
 from zoo.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
-from zoo.data.multi30k import train_bpe
-from zoo.data.tokenizers import CharTokenizer
+from zoo.data.tokenizers import CharTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder
 
 log = logging.getLogger(__name__)
 
 IGNORE = -100  # target_out at padding (cross-entropy's ignore_index)
 SPECIALS = ("<pad>", "<s>", "</s>")
+BPE_SPECIALS = (*SPECIALS, "<unk>")  # the BPE model needs an unknown token
 
 
 @dataclass
@@ -210,7 +210,7 @@ class SpeechDataModule(ZooDataModule):
         else:
             digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
             cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
-            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache)
+            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS)
         pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
                      "eos_id": eos}

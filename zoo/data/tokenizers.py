@@ -114,6 +114,27 @@ class HFTokenizer:
         return {"kind": "hf", "json": self.tokenizer.to_str()}
 
 
+def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: Iterable[str]) -> HFTokenizer:
+    """A BPE tokenizer trained on ``texts`` (Metaspace pre-tokenizer: decoding restores the
+    spaces, so decoded output is detokenized text), cached as JSON at ``cache``. The
+    ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them."""
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+    if cache.exists():
+        return HFTokenizer(Tokenizer.from_file(str(cache)))
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
+                                                       show_progress=False))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_name(cache.name + ".part")
+    tok.save(str(partial))
+    partial.rename(cache)
+    return HFTokenizer(tok)
+
+
 class WordTokenizer:
     """One token per word or punctuation mark; ``<name>`` special tokens stay whole.
 

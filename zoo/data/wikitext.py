@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.download import ensure_file
+from zoo.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
@@ -97,8 +98,8 @@ class WikiText(ZooDataModule):
     """WikiText as batches {"tokens": (B, L) int64, "padding": (B, L) bool, True = real}.
 
     The tokenizer is a WordPiece trained on the train split (``vocab_size`` entries), cached
-    under ``${cache_dir}/wikitext`` and reused; or, with ``tokenizer_dir``, the tokenizer of a
-    Hugging Face checkpoint (for fine-tuning it). ``dims`` tells the model the vocabulary
+    under ``${cache_dir}/wikitext`` and reused; or, with ``tokenizer_from``, the tokenizer of the
+    checkpoint a run fine-tunes (a Hugging Face directory or a zoo .ckpt). ``dims`` tells the model the vocabulary
     size and the special ids (``pad_id``, ``mask_id``, ``special_ids`` = all of them).
 
     Args:
@@ -112,12 +113,12 @@ class WikiText(ZooDataModule):
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, name: str = "wikitext-2",
                  seq_len: int = 128, vocab_size: int = 8192, wrap: bool = True, lowercase: bool = True,
-                 tokenizer_dir: str | None = None, num_workers: int = 0):
+                 tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if name not in ARCHIVES:
             raise ValueError(f"data.name={name!r}: expected one of {sorted(ARCHIVES)}")
         self.name, self.seq_len, self.vocab_size, self.wrap = name, seq_len, vocab_size, wrap
-        self.lowercase, self.tokenizer_dir = lowercase, tokenizer_dir
+        self.lowercase, self.tokenizer_from = lowercase, tokenizer_from
         self.splits: dict[str, PackedSequences] = {}
 
     def prepare_data(self) -> None:
@@ -149,8 +150,8 @@ class WikiText(ZooDataModule):
         return articles
 
     def _load_tokenizer(self, train_articles: list[str]) -> HFTokenizer:
-        if self.tokenizer_dir:
-            return HFTokenizer.from_pretrained_dir(self.tokenizer_dir)
+        if self.tokenizer_from:
+            return tokenizer_of(self.tokenizer_from)
         train = split_path(self.data_dir, self.name, "train")
         # The cache key names what the vocabulary depends on: the variant, its train file, the settings.
         fingerprint = hashlib.sha256(f"{train.stat().st_size}{self.lowercase}{SPECIAL_TOKENS}".encode()

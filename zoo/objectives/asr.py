@@ -28,13 +28,15 @@ class SpeechRecognition(Seq2Seq):
         """Decoded transcripts of a batch (``source``, ``source_padding``, ``target_in``'s start token)."""
         return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
 
-    def _score(self, batch: dict, stage: str, beam: bool) -> None:
+    def _score(self, batch: dict, stage: str, beam: bool) -> list[str]:
+        """Log the WER and CER of the batch's transcripts; return the transcripts."""
         hypotheses = self.transcribe_batch(batch, beam)
         suffix = "_beam" if beam else ""
         for kind in ("wer", "cer"):
             metric = self.metrics[f"{stage}{suffix}_{kind}"]
             metric.update(hypotheses, batch["references"])
             self.log(f"{stage}/{kind}{suffix}", metric, prog_bar=not beam, batch_size=len(hypotheses))
+        return hypotheses
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         super().validation_step(batch, batch_idx)
@@ -43,6 +45,8 @@ class SpeechRecognition(Seq2Seq):
     def test_step(self, batch: dict, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
         self.log("test/loss", loss, sync_dist=True, batch_size=len(batch["target_out"]))
-        self._score(batch, "test", beam=False)
+        outputs = {"greedy": self._score(batch, "test", beam=False)}
         if self.decoding["beam_size"] > 1:
-            self._score(batch, "test", beam=True)
+            outputs["beam"] = self._score(batch, "test", beam=True)
+        self.show_examples([{"reference": ref, **dict(zip(outputs, hyps))}
+                            for ref, *hyps in zip(batch["references"], *outputs.values())])

@@ -4,13 +4,17 @@ the LR schedule, ``torch.compile`` and the bookkeeping for checkpoints."""
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import hydra
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from zoo.checkpoint import net_state
+from zoo.convert.common import load_mapped
 from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
 
 
@@ -31,29 +35,52 @@ class Objective(L.LightningModule):
             against what the data module provides.
         compile: apply ``torch.compile`` to the network.
         tokenizer: the data's tokenizer state, stored so that a checkpoint can decode.
-        init_from: a pretrained checkpoint (e.g. a Hugging Face directory) to start from.
-        converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads it:
-            the net config reshaped to the checkpoint, and the net holding its weights.
-            The reshaped config is what the checkpoint stores (``init_from`` is not: the
-            weights are in the checkpoint, so reloading never reads the directory again).
+        init_from: what the network starts from (fine-tuning): a zoo checkpoint (a .ckpt
+            file, e.g. a pre-training run's; every weight must match in name and shape), or
+            a directory in another library's format (e.g. a Hugging Face checkpoint), read
+            by ``converter``. The data modules take their tokenizer from the same place
+            (``zoo.checkpoint.tokenizer_of``), so that token ids mean the same thing.
+        converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads a
+            directory: the net config reshaped to the checkpoint, and the net holding its
+            weights. The reshaped config is what the checkpoint stores (``init_from`` is
+            not: the weights are in the checkpoint, so reloading never reads it again).
     """
 
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
                  tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
         super().__init__()
         net_cfg = plain(net)
-        if init_from:
+        if init_from and Path(init_from).is_dir():
             if not converter:
-                raise ValueError(f"model.init_from={init_from} needs model.converter (a function that reads it)")
+                raise ValueError(f"model.init_from={init_from} is a directory, and this model has no "
+                                 f"model.converter to read it (a zoo .ckpt file needs none)")
             net_cfg, self.net = hydra.utils.get_method(converter)(net_cfg, init_from)
         else:
             self.net = hydra.utils.instantiate(net_cfg)
+        if init_from and not Path(init_from).is_dir():
+            load_mapped(self.net, net_state(init_from))
+            rank_zero_info(f"initialised the network from {init_from}")
         self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": plain(input_kind),
                                    "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
         self.forward_net = torch.compile(self.net) if compile else self.net
+        self._examples: list[dict[str, str]] = []
 
     # Set by each training_step (analytic, see zoo.flops) for the throughput monitor's MFU.
     flops_per_batch: int | None = None
+    # How many test examples (input, reference, output) end up in the run's examples.txt.
+    n_examples: int = 8
+
+    def show_examples(self, rows: list[dict[str, str]]) -> None:
+        """Keep the first test examples, each ``{"source": ..., "reference": ..., "greedy": ...}``,
+        for ``examples.txt`` in the run directory (written when the test pass ends)."""
+        self._examples += rows[: self.n_examples - len(self._examples)]
+
+    def on_test_epoch_end(self) -> None:
+        shown, self._examples = self._examples, []
+        if shown and self.trainer.is_global_zero:
+            # default_root_dir is the run directory (trainer.log_dir would be a collective call)
+            text = "\n\n".join("\n".join(f"{key:>10}: {value}" for key, value in row.items()) for row in shown)
+            Path(self.trainer.default_root_dir, "examples.txt").write_text(text + "\n")
 
     def batch_counts(self, batch) -> tuple[int, int]:
         """(samples, items) in a batch for the throughput monitor: items are real tokens

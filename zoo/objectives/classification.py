@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from timm.data import Mixup
 from torch import Tensor
-from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
 from zoo.objectives.base import Objective, plain
+from zoo.plots import plot_confusion
 
 
 class Classification(Objective):
@@ -22,13 +23,20 @@ class Classification(Objective):
         mixup: ``timm.data.Mixup`` arguments (e.g. ``{mixup_alpha: 0.8, cutmix_alpha: 1.0}``)
             to blend pairs of training images and their labels; None = off. Validation
             and test always see plain images and hard labels.
+        class_names: the classes' names (the confusion matrix's labels, the attention maps' titles).
+        pixel_mean, pixel_std: the data's per-channel normalisation, so that a checkpoint can
+            read an image file the way it read its training images.
+
+    The test pass leaves ``confusion.png`` (the test set's confusion matrix) in the run directory.
     """
 
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
-                 mixup: dict[str, Any] | None = None, **kwargs):
+                 mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,
+                 pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         # stored in checkpoints too, so that ``Classification.load_from_checkpoint`` rebuilds this module
-        self.hparams.update(num_classes=num_classes, label_smoothing=label_smoothing, mixup=plain(mixup))
+        self.hparams.update(num_classes=num_classes, label_smoothing=label_smoothing, mixup=plain(mixup),
+                            class_names=plain(class_names), pixel_mean=plain(pixel_mean), pixel_std=plain(pixel_std))
         self.num_classes, self.label_smoothing = num_classes, label_smoothing
         # timm's Mixup folds the label smoothing into the soft targets it makes.
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)
@@ -36,6 +44,7 @@ class Classification(Objective):
         self.accuracy = {split: MulticlassAccuracy(num_classes, average="micro") for split in ("train", "val", "test")}
         for split, metric in self.accuracy.items():  # registered so they move with the module
             self.add_module(f"{split}_accuracy", metric)
+        self.confusion = MulticlassConfusionMatrix(num_classes)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, labels = batch
@@ -54,15 +63,25 @@ class Classification(Objective):
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
-    def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> None:
+    def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> Tensor:
+        """Log loss and accuracy of a batch; return its logits (B, num_classes)."""
         inputs, labels = batch
         logits = self.forward_net(inputs).float()
         self.log(f"{split}/loss", F.cross_entropy(logits, labels), prog_bar=True, sync_dist=True)
         self.accuracy[split](logits, labels)
         self.log(f"{split}/acc", self.accuracy[split], prog_bar=True)
+        return logits
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+        self.confusion.update(self._evaluate(batch, "test"), batch[1])
+
+    def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
+        matrix = self.confusion.compute().cpu()  # summed over processes
+        self.confusion.reset()
+        if self.trainer.is_global_zero and matrix.sum() > 0:
+            names = self.hparams.class_names or [str(i) for i in range(self.num_classes)]
+            plot_confusion(matrix, names, Path(self.trainer.default_root_dir) / "confusion.png")

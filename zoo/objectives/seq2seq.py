@@ -21,7 +21,6 @@ from typing import Any
 import hydra
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics.text import SacreBLEUScore
 
 from zoo.data.tokenizers import tokenizer_from_state
@@ -47,17 +46,13 @@ class Seq2Seq(Objective):
             (sacreBLEU, 13a tokenisation, detokenized output vs raw references).
         span_corruption: config of a ``zoo.data.span_corruption.SpanCorruption``, applied
             to text batches (``{"tokens", "padding"}``).
-        init_from: a Lightning checkpoint whose network weights start this run (fine-tuning
-            a pre-trained model); every weight must match in name and shape.
     """
 
     def __init__(self, *args, label_smoothing: float = 0.1, eos_id: int | None = None, bos_id: int | None = None,
                  pad_id: int | None = None, prompt_len: int = 1,
-                 decoding: dict | None = None, bleu: bool = True, span_corruption: Any = None,
-                 init_from: str | None = None, **kwargs):
+                 decoding: dict | None = None, bleu: bool = True, span_corruption: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
-        # Kept in the checkpoint so that load_from_checkpoint decodes the same way; not
-        # init_from: its weights are in the checkpoint already.
+        # Kept in the checkpoint so that load_from_checkpoint decodes the same way.
         self.hparams.update({"label_smoothing": label_smoothing, "eos_id": eos_id, "bos_id": bos_id,
                              "pad_id": pad_id, "prompt_len": prompt_len,
                              "decoding": plain(decoding), "bleu": bleu, "span_corruption": plain(span_corruption)})
@@ -68,16 +63,6 @@ class Seq2Seq(Objective):
         self.span_corruption = hydra.utils.instantiate(span_corruption) if span_corruption else None
         self.bleu_greedy, self.bleu_beam = SacreBLEUScore(), SacreBLEUScore()
         self._tokenizer = None
-        if init_from:
-            self.load_net_weights(init_from)
-
-    def load_net_weights(self, path: str) -> None:
-        """Start from the network of a checkpoint (shape-checked, all weights)."""
-        from zoo.convert.common import load_mapped
-
-        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-        load_mapped(self.net, {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
-        rank_zero_info(f"initialised the network from {path}")
 
     @property
     def tokenizer(self):
@@ -130,9 +115,14 @@ class Seq2Seq(Objective):
         if not self.bleu or "references" not in batch or self.tokenizer is None:
             return
         references = [[ref] for ref in batch["references"]]
-        for beam, metric in ((False, self.bleu_greedy), (True, self.bleu_beam)):
-            hypotheses = [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
-            metric.update(hypotheses, references)
+        outputs = {}
+        for name, metric in (("greedy", self.bleu_greedy), ("beam", self.bleu_beam)):
+            outputs[name] = [self.tokenizer.decode(ids) for ids in self.decode(batch, name == "beam")]
+            metric.update(outputs[name], references)
+        real = batch.get("source_padding", torch.ones_like(batch["source"], dtype=torch.bool)).cpu()
+        sources = [self.tokenizer.decode(row[keep].tolist()) for row, keep in zip(batch["source"].cpu(), real)]
+        self.show_examples([{"source": s, "reference": r, "greedy": g, "beam": b}
+                            for s, r, g, b in zip(sources, batch["references"], outputs["greedy"], outputs["beam"])])
 
     def on_test_epoch_end(self) -> None:
         if self.bleu and self.bleu_greedy.update_count:
@@ -140,6 +130,7 @@ class Seq2Seq(Objective):
             self.log("test/bleu_beam", self.bleu_beam.compute() * 100)
             self.bleu_greedy.reset()
             self.bleu_beam.reset()
+        super().on_test_epoch_end()
 
     @torch.no_grad()
     def translate(self, texts: list[str], beam: bool = True) -> list[str]:

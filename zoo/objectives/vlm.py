@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import sacrebleu
-import torch
 from torch import Tensor, nn
 
+from zoo.checkpoint import net_state
 from zoo.convert.common import load_mapped
 from zoo.data.images import blank_like
 from zoo.data.tokenizers import tokenizer_from_state
@@ -24,15 +24,6 @@ from zoo.nn.multimodal import expand_batch
 from zoo.objectives.lm import NextTokenLM
 
 PARTS = ("vision", "projector", "lm")
-
-
-def load_checkpoint_state(path: str | Path) -> dict[str, Tensor]:
-    """The network's weights (``net.*``, prefix removed) in a zoo Lightning checkpoint."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-    return {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")}
 
 
 def exact_match(logits: Tensor, targets: Tensor) -> Tensor:
@@ -48,7 +39,6 @@ class VisionLanguageLM(NextTokenLM):
             [projector]; stage 2: [projector, lm]); the others are frozen, in eval mode.
         vision_init: a zoo ViT checkpoint for the vision tower (its embedder and stack).
         lm_init: a zoo language-model checkpoint (same tokenizer) for the language model.
-        init: a whole zoo LLaVA checkpoint of the same shape (stage 2 starts from stage 1's).
         prompt: the data's prompt template (kept so a checkpoint can be asked questions).
         metric: ``exact_match`` (VQA; also reported with blank images on test) or ``bleu``
             (captions: greedy decoding, corpus BLEU-4 against every reference).
@@ -56,7 +46,7 @@ class VisionLanguageLM(NextTokenLM):
     """
 
     def __init__(self, *args, trainable="all", vision_init: str | None = None, lm_init: str | None = None,
-                 init: str | None = None, prompt: str = "<image>", metric: str = "exact_match", max_answer_tokens: int = 24, **kwargs):
+                 prompt: str = "<image>", metric: str = "exact_match", max_answer_tokens: int = 24, **kwargs):
         super().__init__(*args, **kwargs)
         if metric not in ("exact_match", "bleu"):
             raise ValueError(f"unknown metric {metric!r}: expected 'exact_match' or 'bleu'")
@@ -66,13 +56,11 @@ class VisionLanguageLM(NextTokenLM):
         e = self.net.embedder
         self.parts: dict[str, list[nn.Module]] = {
             "vision": [e.vision], "projector": [e.projector], "lm": [e.text, self.net.stack, self.net.head]}
-        if init:
-            load_mapped(self.net, load_checkpoint_state(init))
         if vision_init:
-            state = load_checkpoint_state(vision_init)
+            state = net_state(vision_init)
             load_mapped(e.vision.model, {k: v for k, v in state.items() if k.startswith(("embedder.", "stack."))})
         if lm_init:
-            state = load_checkpoint_state(lm_init)
+            state = net_state(lm_init)
             for prefix, module in (("embedder.", e.text), ("stack.", self.net.stack), ("head.", self.net.head)):
                 load_mapped(module, {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)})
         trainable = list(PARTS) if trainable == "all" else list(trainable)
@@ -119,6 +107,7 @@ class VisionLanguageLM(NextTokenLM):
                 blank, _ = self.logits_and_loss(self.prepare(batch, images=blank_like(batch["images"])))
                 blank_accuracy = exact_match(blank, prepared[1]).float().mean()
                 self.log("test/accuracy_blank_image", blank_accuracy, sync_dist=True, batch_size=n)
+                self.show_examples(self._answers(batch, self.n_examples - len(self._examples)))
         elif stage == "test":
             self._collect_captions(batch)
 
@@ -139,12 +128,24 @@ class VisionLanguageLM(NextTokenLM):
                        images=extra["images"])
         return out[:, prompt.shape[1]:].tolist()
 
+    def _answers(self, batch: dict[str, Tensor], n: int) -> list[dict[str, str]]:
+        """Prompt, reference and greedy answer of the first ``n`` rows of a batch."""
+        rows = []
+        for i in range(min(n, len(batch["tokens"]))):
+            one = {k: v[i : i + 1] for k, v in batch.items() if isinstance(v, Tensor)}
+            reference = batch["targets"][i][batch["targets"][i] != -100]
+            rows.append({"prompt": self._tokenizer.decode(batch["tokens"][i, : batch["prefix_len"][i]].tolist()),
+                         "reference": self._tokenizer.decode(reference.tolist()),
+                         "greedy": self._tokenizer.decode(self.answer_tokens(one)[0])})
+        return rows
+
     def _collect_captions(self, batch) -> None:
         examples = self.trainer.datamodule.examples["test"]
         self._bleu["hyps"] += [self._tokenizer.decode(ids) for ids in self.answer_tokens(batch)]
         self._bleu["refs"] += [examples[i].answers for i in batch["index"].tolist()]
 
     def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
         if self.metric != "bleu" or not self._bleu["hyps"]:
             return
         hyps, refs = self._bleu["hyps"], self._bleu["refs"]

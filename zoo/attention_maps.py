@@ -122,8 +122,8 @@ def plot_layers(weights: list[Tensor], rows: list[str], cols: list[str], out_dir
 
 def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: Path, title: str,
                    spectrogram: Tensor | None = None) -> Path:
-    """Each decoder layer's cross-attention, heads averaged: output tokens down, source
-    positions across; for speech the log-mel spectrogram sits above on the same time axis."""
+    """Each decoder layer's cross-attention, heads averaged: the token each position writes
+    down, source positions across; for speech the log-mel spectrogram sits above on the same time axis."""
     panels = len(cross) + (spectrogram is not None)
     fig, axes = plt.subplots(panels, 1, figsize=(max(6.0, 0.25 * len(cols) if len(cols) <= 40 else 8.0),
                                                  1.2 + 0.25 * max(len(rows), 6) * panels), squeeze=False)
@@ -195,7 +195,10 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
     output = objective.decode({"source": source, "target_in": prompt}, beam=False)[0]
     target = torch.cat([prompt, torch.tensor([output], dtype=torch.long).view(1, -1)], dim=1)
     tokenizer = objective.tokenizer
-    target_labels = ["<s>"] + [repr(tokenizer.decode([i]))[1:-1] for i in output]
+    words = [repr(tokenizer.decode([i]))[1:-1] for i in output]
+    # Position t reads the target so far and writes the next token: queries are labelled by
+    # what they write, keys by what they read.
+    reads, writes = ["<s>"] + words, words + ["</s>"]
     print(f"output: {tokenizer.decode(output)}")
     with kept_weights(net):
         net(source, target)
@@ -204,9 +207,9 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
     if spectrogram is not None:  # positions of an audio encoder are 20 ms steps, not worth a label each
         source_labels = [f"{t * 2 * HOP_LENGTH / SAMPLE_RATE:.2f}s" for t in range(encoder[0].shape[-1])]
     return (plot_layers(encoder, source_labels, source_labels, out, "encoder", title)
-            + plot_layers(decoder, target_labels, target_labels, out, "decoder", title)
-            + plot_layers(cross, target_labels, source_labels, out, "cross", title)
-            + [plot_alignment(cross, target_labels, source_labels, out / "alignment.png",
+            + plot_layers(decoder, writes, reads, out, "decoder", title)
+            + plot_layers(cross, writes, source_labels, out, "cross", title)
+            + [plot_alignment(cross, writes, source_labels, out / "alignment.png",
                               f"{title}: {tokenizer.decode(output)!r}", spectrogram)])
 
 

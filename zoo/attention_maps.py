@@ -191,6 +191,9 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
     """Decode ``source`` (1, S, ...) greedily, then show the encoder, the decoder and the
     cross-attention of the decoder reading the source while writing that output."""
     net: EncoderDecoder = objective.net
+    if objective.bos_id is None or objective.eos_id is None:
+        raise SystemExit(f"{title} has no decoder start and end tokens (bos_id, eos_id), so it cannot decode "
+                         f"(a T5 pre-trained on plain text: fine-tune it on pairs first)")
     prompt = torch.tensor([[objective.bos_id]])
     output = objective.decode({"source": source, "target_in": prompt}, beam=False)[0]
     target = torch.cat([prompt, torch.tensor([output], dtype=torch.long).view(1, -1)], dim=1)

@@ -40,6 +40,7 @@ from zoo.data.images import load_image, to_tensor  # noqa: E402
 from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
 from zoo.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
+from zoo.plots import save_figure  # noqa: E402
 
 # What each kind of input a checkpoint was trained on can be shown with.
 INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
@@ -112,11 +113,7 @@ def plot_layers(weights: list[Tensor], rows: list[str], cols: list[str], out_dir
             ax.set_title(f"head {h}", fontsize=8)
             _label_axes(ax, rows, cols)
         fig.suptitle(f"{title}: {name} attention, layer {layer}", fontsize=10)
-        fig.tight_layout()
-        path = out_dir / f"{name}_layer{layer:02d}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, out_dir / f"{name}_layer{layer:02d}.png", dpi=90))
     return paths
 
 
@@ -147,10 +144,7 @@ def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: 
         axes[-1].set_xlabel("seconds")
     else:
         axes[0].set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_rollout(image: Tensor, heat: Tensor, path: Path, title: str) -> Path:
@@ -165,10 +159,7 @@ def plot_rollout(image: Tensor, heat: Tensor, path: Path, title: str) -> Path:
         ax.axis("off")
     axes[1].set_title("attention rollout", fontsize=8)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _cropped(ids: list[int], limit: int, what: str) -> list[int]:

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from zoo.nn.masks import causal_mask  # noqa: E402
+from zoo.plots import save_figure  # noqa: E402
 
 LENGTH, REAL, PREFIX = 8, 5, 4
 
@@ -56,9 +57,5 @@ def write_mask_pictures(out_dir: Path) -> list[Path]:
             ax.set_xticks(range(mask.shape[1]))
             ax.set_yticks(range(mask.shape[0]))
         fig.suptitle(f"model={model}\n(white: may attend; red: padding)", fontsize=9)
-        fig.tight_layout()
-        path = out_dir / f"mask_{model}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, out_dir / f"mask_{model}.png", dpi=90))
     return paths

@@ -14,6 +14,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 
+def save_figure(fig, path: Path, dpi: int = 100) -> Path:
+    """Lay out ``fig``, write it to ``path`` as PNG and free it (figures are files only)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 # What the throughput monitor logs besides the rates: running counts, not curves to look at.
 THROUGHPUT_COUNTERS = {"batches", "lengths", "samples", "time"}
 
@@ -49,10 +57,7 @@ def plot_curves(csv_path: Path, out_path: Path) -> Path | None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)
 
 
 def plot_confusion(matrix: Tensor, class_names: list[str], out_path: Path) -> Path:
@@ -74,7 +79,4 @@ def plot_confusion(matrix: Tensor, class_names: list[str], out_path: Path) -> Pa
     ax.set_ylabel("true")
     accuracy = counts.diag().sum().item() / max(1, counts.sum().item())
     ax.set_title(f"test accuracy {accuracy:.1%} ({counts.sum().item()} examples)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path)

@@ -119,8 +119,9 @@ class Seq2Seq(Objective):
         for name, metric in (("greedy", self.bleu_greedy), ("beam", self.bleu_beam)):
             outputs[name] = [self.tokenizer.decode(ids) for ids in self.decode(batch, name == "beam")]
             metric.update(outputs[name], references)
-        real = batch.get("source_padding", torch.ones_like(batch["source"], dtype=torch.bool)).cpu()
-        sources = [self.tokenizer.decode(row[keep].tolist()) for row, keep in zip(batch["source"].cpu(), real)]
+        wanted = self.n_examples - len(self._examples)  # decode sources only while examples are wanted
+        real = batch.get("source_padding", torch.ones_like(batch["source"], dtype=torch.bool))[:wanted].cpu()
+        sources = [self.tokenizer.decode(row[keep].tolist()) for row, keep in zip(batch["source"][:wanted].cpu(), real)]
         self.show_examples([{"source": s, "reference": r, "greedy": g, "beam": b}
                             for s, r, g, b in zip(sources, batch["references"], outputs["greedy"], outputs["beam"])])
 

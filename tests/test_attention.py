@@ -4,6 +4,7 @@ import torch
 
 from zoo.nn.attention import MultiHeadAttention, attention
 from zoo.nn.block import Block, BlockConfig
+from zoo.nn.context import fold_into_bias
 from zoo.nn.feedforward import FeedForward
 from zoo.nn.masks import CausalMask, causal_mask, padding_mask, prefix_lm_mask
 
@@ -24,8 +25,8 @@ def test_inspection_path_equals_sdpa_path():
     q, k, v = torch.randn(3, 2, 4, 5, 8).unbind(0)
     mask = torch.rand(2, 1, 5, 5) > 0.3
     mask[..., 0] = True
-    bias = torch.randn(1, 4, 5, 5)
-    for kwargs in ({}, {"is_causal": True}, {"mask": mask}, {"mask": mask, "bias": bias}, {"scale": 1.0}):
+    bias = fold_into_bias(torch.randn(1, 4, 5, 5), mask, True, 5, 5)  # additive float, -inf where hidden
+    for kwargs in ({}, {"is_causal": True}, {"mask": mask}, {"mask": bias}, {"scale": 1.0}):
         fast, _ = attention(q, k, v, **kwargs)
         slow, weights = attention(q, k, v, return_weights=True, **kwargs)
         assert torch.allclose(fast, slow, atol=1e-5), kwargs

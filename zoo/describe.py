@@ -40,6 +40,12 @@ def _name(obj) -> str:
     return type(obj).__name__
 
 
+def _masks(stack) -> str:
+    """A stack's mask, or its distinct per-layer masks in order of first use."""
+    names = [_name(m) for m in dict.fromkeys(stack.layer_masks)]
+    return names[0] if len(names) == 1 else " / ".join(names) + " (per layer)"
+
+
 def _block_preset(cfg) -> str:
     b = cfg.net.block
     act = ("gated " if b.gated else "") + b.activation
@@ -64,13 +70,13 @@ def describe(model: str) -> dict[str, str]:
     # (an encoder and a decoder may share one token embedding: count it once)
     embedding = sum(p.numel() for p in {id(p): p for e in embedders for p in e.parameters()}.values())
     if hasattr(net, "encoder"):  # encoder-decoder
-        mask = f"enc: {_name(net.encoder_mask)}; dec: {_name(net.decoder_mask)} + cross"
+        mask = f"enc: {_masks(net.encoder)}; dec: {_masks(net.decoder)} + cross"
         length = net.context
         source = getattr(net.encoder_embedder, "max_len", length)  # e.g. Whisper's 1500 audio frames
         flops = net.training_flops(1, source, length) / length
         unit = "target token"
     else:
-        mask = _name(net.mask)
+        mask = _masks(net.stack)
         length = getattr(embedders[0], "max_len", None) or net.context
         flops = net.training_flops(1, length) / length
         unit = "position"

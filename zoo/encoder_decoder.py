@@ -11,10 +11,11 @@ from torch import Tensor, nn
 
 from zoo.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
 from zoo.model import Stack, init_weights
-from zoo.nn.attention import fold_into_bias
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
-from zoo.nn.masks import CausalMask, NoMask, padding_mask
+from zoo.nn.context import AttentionContext
+from zoo.nn.masks import CausalMask, NoMask
+from zoo.nn.positions import RotaryEmbedding
 
 
 class EncoderDecoder(nn.Module):
@@ -34,7 +35,9 @@ class EncoderDecoder(nn.Module):
             giving an additive attention bias computed once per forward and shared by all
             layers of their stack (T5's relative position bias).
         encoder_mask, decoder_mask: masks of the two self-attentions (default: padding only,
-            and causal).
+            and causal); each one mask or a ``PerLayer`` pattern (see ``zoo.model.Stack``).
+        rotary: rotary positions inside both stacks' self-attention (``rotary_base``: its
+            base); ``context`` bounds the source as well then.
     """
 
     def __init__(
@@ -53,15 +56,18 @@ class EncoderDecoder(nn.Module):
         decoder_bias: nn.Module | None = None,
         encoder_mask=None,
         decoder_mask=None,
+        rotary: bool = False,
+        rotary_base: float = 10000.0,
         init_std: float = 0.02,
     ):
         super().__init__()
         self.encoder_embedder, self.decoder_embedder, self.head = encoder_embedder, decoder_embedder, head
-        self.encoder = Stack(block, n_encoder_layers, final_norm=final_norm)
-        self.decoder = Stack(block, n_decoder_layers, cross_attention=True, final_norm=final_norm)
+        self.encoder_mask = NoMask() if encoder_mask is None else encoder_mask
+        self.decoder_mask = CausalMask() if decoder_mask is None else decoder_mask
+        self.encoder = Stack(block, n_encoder_layers, self.encoder_mask, final_norm=final_norm)
+        self.decoder = Stack(block, n_decoder_layers, self.decoder_mask, cross_attention=True, final_norm=final_norm)
         self.encoder_bias, self.decoder_bias = encoder_bias, decoder_bias
-        self.encoder_mask = encoder_mask or NoMask()
-        self.decoder_mask = decoder_mask or CausalMask()
+        self.rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
         self.context, self.n_decoder_layers = context, n_decoder_layers
         init_weights(self, init_std, n_encoder_layers + n_decoder_layers)
         if share_embeddings:
@@ -72,12 +78,9 @@ class EncoderDecoder(nn.Module):
     def encode(self, source: Tensor, source_padding: Tensor | None = None, **embed_kwargs) -> Tensor:
         """source -> memory (B, S, D). source_padding (B, S): True at real positions."""
         x = self.encoder_embedder(source, **embed_kwargs)
-        length = x.shape[1]
-        mask, is_causal = self.encoder_mask(length, length, x.device, source_padding)
-        if self.encoder_bias is not None:  # fold the mask into the shared bias once, not per layer
-            bias = fold_into_bias(self.encoder_bias(length, length, 0), mask, is_causal, length, length)
-            return self.encoder(x, bias=bias)
-        return self.encoder(x, mask, is_causal)
+        contexts = self.encoder.contexts(x.shape[1], x.device, key_padding=source_padding, rotary=self.rope,
+                                         bias=self.encoder_bias)
+        return self.encoder(x, contexts)
 
     def decode(
         self,
@@ -90,16 +93,9 @@ class EncoderDecoder(nn.Module):
         """target ids (B, T) (only the new ones when ``cache`` is given) -> logits (B, T, V)."""
         start = 0 if cache is None else cache.length
         x = self.decoder_embedder(target, start=start)
-        length = x.shape[1]
-        mask, is_causal = self.decoder_mask(length, start + length, x.device, target_padding)
-        bias = None
-        if self.decoder_bias is not None:  # fold the mask into the shared bias once, not per layer
-            bias = fold_into_bias(self.decoder_bias(length, start + length, start), mask, is_causal, length,
-                                  start + length)
-            mask, is_causal = None, False
-        context_mask = None if source_padding is None else padding_mask(source_padding)
-        h = self.decoder(x, mask, is_causal, bias=bias, context=memory, context_mask=context_mask, cache=cache)
-        return self.head(h)
+        contexts = self.decoder.contexts(x.shape[1], x.device, start, target_padding, rotary=self.rope,
+                                         bias=self.decoder_bias, cross=AttentionContext.over(memory, source_padding))
+        return self.head(self.decoder(x, contexts, cache))
 
     def forward(
         self,

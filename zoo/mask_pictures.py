@@ -28,14 +28,19 @@ def materialise(mask_fn, q_len: int, k_len: int) -> torch.Tensor:
     return full & causal_mask(q_len, k_len) if is_causal else full
 
 
+def stack_masks(stack, title: str = "{}") -> dict[str, torch.Tensor]:
+    """{panel title: mask} for each distinct mask of a stack's layers (a per-layer pattern has several);
+    ``title`` formats the mask's class name."""
+    return {title.format(type(m).__name__): materialise(m, LENGTH, LENGTH) for m in dict.fromkeys(stack.layer_masks)}
+
+
 def family_masks(net) -> dict[str, torch.Tensor]:
     """{panel title: mask} for one network: its self-attention mask(s) and cross-attention."""
     if hasattr(net, "encoder_mask"):
         cross = (torch.arange(LENGTH) < REAL)[None].expand(LENGTH, LENGTH)
-        return {f"encoder ({type(net.encoder_mask).__name__})": materialise(net.encoder_mask, LENGTH, LENGTH),
-                f"decoder ({type(net.decoder_mask).__name__})": materialise(net.decoder_mask, LENGTH, LENGTH),
+        return {**stack_masks(net.encoder, "encoder ({})"), **stack_masks(net.decoder, "decoder ({})"),
                 "cross (decoder -> source)": cross}
-    return {type(net.mask).__name__: materialise(net.mask, LENGTH, LENGTH)}
+    return stack_masks(net.stack)
 
 
 def write_mask_pictures(out_dir: Path) -> list[Path]:

@@ -9,38 +9,71 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from zoo.flops import attention_flops, linear_flops, training_flops
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
+from zoo.nn.context import AttentionContext
+from zoo.nn.masks import NoMask, per_layer
 from zoo.nn.norms import make_norm
 from zoo.nn.positions import RotaryEmbedding
 
 
 class Stack(nn.Module):
-    """``n_layers`` identical Blocks, then (pre-LN stacks) a final norm."""
+    """``n_layers`` Blocks, then (pre-LN stacks) a final norm.
 
-    def __init__(self, block: BlockConfig, n_layers: int, cross_attention: bool = False, final_norm: bool = True):
+    Args:
+        block: the Block's shape and knobs, shared by all layers.
+        n_layers: number of Blocks.
+        mask: who may see whom (``zoo.nn.masks``): one mask for every layer, or a
+            :class:`~zoo.nn.masks.PerLayer` pattern repeated over the layers.
+        cross_attention: Blocks with cross-attention (decoders of encoder-decoders).
+        final_norm: a norm after the last Block.
+    """
+
+    def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
+                 final_norm: bool = True):
         super().__init__()
         self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
         self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
+        self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
 
-    def forward(
+    def contexts(
         self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        is_causal: bool = False,
-        bias: Tensor | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        context: Tensor | None = None,
-        context_mask: Tensor | None = None,
-        cache: KVCache | None = None,
-    ) -> Tensor:
-        """(B, L, D) -> (B, L, D); arguments as for :meth:`Block.forward`."""
-        for i, block in enumerate(self.blocks):
-            layer_cache = None if cache is None else cache.layers[i]
-            x = block(x, mask, is_causal, bias, rope, context, context_mask, layer_cache)
+        length: int,
+        device: torch.device,
+        start: int = 0,
+        key_padding: Tensor | None = None,
+        prefix_len: Tensor | None = None,
+        rotary: RotaryEmbedding | None = None,
+        bias: nn.Module | None = None,
+        cross: AttentionContext | None = None,
+    ) -> list[AttentionContext]:
+        """The attention context of each layer, for ``length`` new positions after ``start``
+        already decoded ones: built once per distinct mask (layers sharing a mask share the
+        object), from the mask, the position modules and the cross context.
+
+        key_padding (B, start + length): True at real positions. prefix_len (B,): prefix-LM
+        masks. rotary: a rotary table module; bias: a module ``(q_len, k_len, start) ->
+        (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias).
+        Both are computed once here and shared by every context.
+        """
+        k_len = start + length
+        rope = None if rotary is None else rotary(length, start)
+        table = None if bias is None else bias(length, k_len, start)
+        built: dict = {}
+        for mask in self.layer_masks:
+            if mask not in built:
+                built[mask] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len, table,
+                                                     rope, cross)
+        return [built[mask] for mask in self.layer_masks]
+
+    def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
+        """(B, L, D) -> (B, L, D); ``contexts``: one per layer, from :meth:`contexts`."""
+        for i, (block, context) in enumerate(zip(self.blocks, contexts, strict=True)):
+            x = block(x, context, None if cache is None else cache.layers[i])
         return x if self.norm is None else self.norm(x)
 
 
@@ -63,13 +96,16 @@ class Model(nn.Module):
 
     Args:
         embedder: input -> (B, L, D), e.g. ``TokenEmbedder``.
-        mask: a mask from ``zoo.nn.masks`` (``CausalMask()``, ``NoMask()``, ...).
+        mask: a mask from ``zoo.nn.masks`` (``CausalMask()``, ``NoMask()``, ...), or
+            ``PerLayer([...])``, a pattern of them repeated over the layers.
         block: the Block's shape and knobs, shared by all layers.
         n_layers: number of Blocks.
         head: (B, L, D) -> outputs, e.g. ``LMHead``.
         final_norm: a norm after the last Block (pre-LN models have one).
         tie_embeddings: the head's matrix is the token embedding's.
         rotary: rotary positions inside attention (positions then are not in the embedder).
+        bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``,
+            shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
         context: the longest sequence the model accepts.
         init_std: std of the normal initialisation.
     """
@@ -86,12 +122,14 @@ class Model(nn.Module):
         tie_embeddings: bool = False,
         rotary: bool = False,
         rotary_base: float = 10000.0,
+        bias: nn.Module | None = None,
         init_std: float = 0.02,
     ):
         super().__init__()
         self.embedder, self.mask, self.head = embedder, mask, head
-        self.stack = Stack(block, n_layers, final_norm=final_norm)
+        self.stack = Stack(block, n_layers, mask, final_norm=final_norm)
         self.rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
+        self.bias = bias
         self.context, self.n_layers = context, n_layers
         init_weights(self, init_std, n_layers)
         if tie_embeddings:
@@ -116,10 +154,8 @@ class Model(nn.Module):
         """
         start = 0 if cache is None else cache.length
         x = self.embedder(inputs, start=start, **embed_kwargs)
-        length = x.shape[1]
-        mask, is_causal = self.mask(length, start + length, x.device, key_padding, prefix_len)
-        rope = None if self.rope is None else self.rope(length, start)
-        x = self.stack(x, mask, is_causal, rope=rope, cache=cache)
+        contexts = self.stack.contexts(x.shape[1], x.device, start, key_padding, prefix_len, self.rope, self.bias)
+        x = self.stack(x, contexts, cache)
         return self.head(x if keep is None else x[keep])
 
     def new_cache(self) -> KVCache:

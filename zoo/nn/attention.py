@@ -2,9 +2,10 @@
 
 Self- and cross-attention are the same module; the only difference is where
 keys and values come from (the sequence itself, or the encoder's output).
-Positions that act inside attention arrive as arguments: an additive ``bias``
-(T5's relative bias) or a ``rope`` table (rotary). The mask arrives as an
-argument too, so this file knows nothing about model families.
+Everything else the layer reads (the mask, an additive bias such as T5's relative
+bias, the rotary table, the memory) arrives folded in one
+:class:`~zoo.nn.context.AttentionContext`, so this file knows nothing about model
+families.
 """
 
 from __future__ import annotations
@@ -16,18 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.nn.cache import LayerCache
+from zoo.nn.context import AttentionContext
 from zoo.nn.masks import causal_mask
 from zoo.nn.positions import apply_rotary
-
-
-def fold_into_bias(bias: Tensor, mask: Tensor | None, is_causal: bool, q_len: int, k_len: int) -> Tensor:
-    """One additive float mask from an additive ``bias``, a boolean ``mask`` (True = may
-    attend) and causality: SDPA takes an explicit mask or ``is_causal``, not both. A stack
-    that shares one bias over its layers folds it once (not in every layer)."""
-    if is_causal:
-        causal = causal_mask(q_len, k_len, bias.device)
-        mask = causal if mask is None else mask & causal
-    return bias if mask is None else bias.masked_fill(~mask, float("-inf"))
 
 
 def attention(
@@ -36,17 +28,17 @@ def attention(
     v: Tensor,
     mask: Tensor | None = None,
     is_causal: bool = False,
-    bias: Tensor | None = None,
     scale: float | None = None,
     dropout: float = 0.0,
     return_weights: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
-    """Scaled dot-product attention, softmax(q k^T * scale + bias) v.
+    """Scaled dot-product attention, softmax(q k^T * scale + mask) v.
 
     q: (B, H, Lq, Dh); k, v: (B, H, Lk, Dh) (k/v may have fewer heads: grouped-query,
-    repeated here). ``mask``: bool, broadcastable to (B, H, Lq, Lk), True = may attend.
-    ``bias``: additive float, broadcastable to (B, H, Lq, Lk). ``scale`` defaults to
-    1/sqrt(Dh). Returns (output (B, H, Lq, Dh), weights (B, H, Lq, Lk) or None).
+    repeated here). ``mask``: broadcastable to (B, H, Lq, Lk), either bool (True = may
+    attend) or an additive float bias (-inf where hidden; see ``fold_into_bias``).
+    ``scale`` defaults to 1/sqrt(Dh). Returns (output (B, H, Lq, Dh), weights
+    (B, H, Lq, Lk) or None).
 
     The normal path is ``F.scaled_dot_product_attention`` (flash / memory-efficient
     kernels). ``return_weights=True`` takes the explicit path, which computes the
@@ -57,8 +49,8 @@ def attention(
         repeat = q.shape[1] // k.shape[1]
         k = k.repeat_interleave(repeat, dim=1)
         v = v.repeat_interleave(repeat, dim=1)
-    if bias is not None:
-        mask, is_causal = fold_into_bias(bias, mask, is_causal, q.shape[-2], k.shape[-2]).to(q.dtype), False
+    if mask is not None and mask.is_floating_point():  # SDPA wants an additive mask in q's dtype (autocast)
+        mask = mask.to(q.dtype)
     if not return_weights:
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale
@@ -124,39 +116,31 @@ class MultiHeadAttention(nn.Module):
         b, length, _ = x.shape
         return x.view(b, length, n, self.d_head).transpose(1, 2)
 
-    def forward(
-        self,
-        x: Tensor,
-        context: Tensor | None = None,
-        mask: Tensor | None = None,
-        is_causal: bool = False,
-        bias: Tensor | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        cache: LayerCache | None = None,
-        cross: bool = False,
-    ) -> Tensor:
-        """x: (B, L, D); context: (B, S, D) for cross-attention (None = self-attention).
+    def forward(self, x: Tensor, context: AttentionContext | None = None, cache: LayerCache | None = None) -> Tensor:
+        """x: (B, L, D) -> (B, L, D), attending as ``context`` says (None: everyone, no positions).
 
-        ``cache`` (incremental decoding): for self-attention the new keys/values are
-        appended; for cross-attention (``cross=True``) they are computed from
-        ``context`` once and reused afterwards. ``rope``: (cos, sin), each (L, Dh).
+        Cross-attention when ``context.memory`` (B, S, D) is set: keys and values come from
+        the memory, and with a ``cache`` they are computed once and reused afterwards.
+        Self-attention with a ``cache`` (incremental decoding) appends the new keys/values.
         """
+        context = context or AttentionContext()
+        cross = context.memory is not None
         q = self._heads(self.q(x), self.n_heads)
         if cross and cache is not None and cache.cross is not None:
             k, v = cache.cross
         else:
-            source = x if context is None else context
+            source = context.memory if cross else x
             k = self._heads(self.k(source), self.n_kv_heads)
             v = self._heads(self.v(source), self.n_kv_heads)
-            if rope is not None:
-                q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            if context.rope is not None:
+                q, k = apply_rotary(q, *context.rope), apply_rotary(k, *context.rope)
             if cache is not None:
                 if cross:
                     cache.cross = (k, v)
                 else:
                     k, v = cache.append(k, v)
         out, weights = attention(
-            q, k, v, mask=mask, is_causal=is_causal, bias=bias, scale=self.scale,
+            q, k, v, mask=context.mask, is_causal=context.is_causal, scale=self.scale,
             dropout=self.dropout if self.training else 0.0, return_weights=self.keep_weights,
         )
         self.last_weights = weights

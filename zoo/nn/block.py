@@ -2,7 +2,9 @@
 
 Every model in the zoo is a stack of this one class. It never branches on a
 model family: families differ in the knobs of :class:`BlockConfig`, which are
-exactly the ones the real checkpoints differ in.
+exactly the ones the real checkpoints differ in, and in the
+:class:`~zoo.nn.context.AttentionContext` their stack hands each layer. The knobs and
+why each exists: docs/design.md.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from torch import Tensor, nn
 
 from zoo.nn.attention import MultiHeadAttention
 from zoo.nn.cache import LayerCache
+from zoo.nn.context import AttentionContext
 from zoo.nn.feedforward import FeedForward
 from zoo.nn.norms import make_norm
 
 
 @dataclass
 class BlockConfig:
-    """The Block's shape and knobs (see the table in DESIGN.md)."""
+    """The Block's shape and knobs (see the table in docs/design.md)."""
 
     d_model: int = 384
     n_heads: int = 6
@@ -54,7 +57,12 @@ class BlockConfig:
 
 
 class Block(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; residual + norm around each."""
+    """Self-attention, optional cross-attention, feed-forward; residual + norm around each.
+
+    The one layer of every family (docs/design.md: the knobs and the families table).
+    Who sees whom, and where positions act inside attention, is not decided here: it
+    arrives in the forward's :class:`~zoo.nn.context.AttentionContext`.
+    """
 
     def __init__(self, cfg: BlockConfig, cross_attention: bool = False):
         super().__init__()
@@ -81,26 +89,18 @@ class Block(nn.Module):
             return x + self.dropout(sublayer(norm(x)))
         return norm(x + self.dropout(sublayer(x)))
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        is_causal: bool = False,
-        bias: Tensor | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
-        context: Tensor | None = None,
-        context_mask: Tensor | None = None,
-        cache: LayerCache | None = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, context: AttentionContext | None = None, cache: LayerCache | None = None) -> Tensor:
         """x: (B, L, D) -> (B, L, D).
 
-        mask / is_causal / bias / rope: for self-attention (see ``attention``).
-        context (B, S, D) and context_mask (bool, broadcastable to (B, 1, L, S)): the
-        encoder output that cross-attention reads.
+        ``context``: what self-attention reads besides ``x`` (mask, bias, rotary); its
+        ``cross`` is the context of cross-attention (the memory (B, S, D) and its mask),
+        required when this Block has cross-attention. ``cache``: incremental decoding.
         """
-        x = self._residual(x, self.attn_norm, lambda h: self.attn(
-            h, mask=mask, is_causal=is_causal, bias=bias, rope=rope, cache=cache))
+        context = context or AttentionContext()
+        x = self._residual(x, self.attn_norm, lambda h: self.attn(h, context, cache))
         if self.cross_attn is not None:
-            x = self._residual(x, self.cross_norm, lambda h: self.cross_attn(
-                h, context=context, mask=context_mask, cache=cache, cross=True))
+            if context.cross is None:
+                raise ValueError("this Block has cross-attention but its context has no memory to attend to "
+                                 "(give the context a cross context: AttentionContext.over(memory))")
+            x = self._residual(x, self.cross_norm, lambda h: self.cross_attn(h, context.cross, cache))
         return self._residual(x, self.ffn_norm, self.ffn)

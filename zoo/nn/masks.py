@@ -5,9 +5,15 @@ config picks. A mask class is called with the query and key lengths (and the
 padding of the keys, when the batch has any) and returns what
 ``attention`` takes: ``(mask or None, is_causal)``. A plain causal mask with no
 padding returns ``(None, True)`` so that the fused causal kernels run.
+
+Mask classes are frozen dataclasses: two masks with the same settings are equal,
+so a stack whose layers differ (:func:`per_layer`) builds one attention context per
+distinct mask, not per layer.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -36,6 +42,7 @@ def _and(a: Tensor | None, b: Tensor | None) -> Tensor | None:
     return a if b is None else a & b
 
 
+@dataclass(frozen=True)
 class NoMask:
     """Everyone sees everyone, except padding (ViT, BERT, encoders)."""
 
@@ -47,6 +54,7 @@ class NoMask:
 PaddingMask = NoMask  # the bidirectional mask: it only ever hides padding
 
 
+@dataclass(frozen=True)
 class CausalMask:
     """Each position sees itself and the past (GPT, decoders)."""
 
@@ -58,6 +66,7 @@ class CausalMask:
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 
+@dataclass(frozen=True)
 class PrefixLMMask:
     """Bidirectional over a prefix (image + prompt), causal over the rest."""
 
@@ -67,3 +76,34 @@ class PrefixLMMask:
             return CausalMask()(q_len, k_len, device, key_padding)
         mask = prefix_lm_mask(prefix_len, k_len)
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
+
+
+@dataclass(frozen=True)
+class PerLayer:
+    """Masks that differ by layer: ``masks`` repeated over the layers of a stack and cut at
+    its last layer, e.g. [local, local, global] (GPT-Neo alternates two; ModernBERT's 22
+    layers have a global one every third). In a config::
+
+        mask:
+          _target_: zoo.nn.masks.PerLayer
+          masks: [{_target_: zoo.nn.masks.CausalMask}, {_target_: zoo.nn.masks.NoMask}]
+    """
+
+    masks: tuple
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "masks", tuple(self.masks))  # a config's list: hashable, immutable
+        if not self.masks:
+            raise ValueError("PerLayer needs at least one mask")
+
+
+def per_layer(mask, n_layers: int) -> list:
+    """The mask of each of ``n_layers`` layers: ``mask`` for all, or a :class:`PerLayer`
+    pattern tiled over them. A pattern longer than the stack is refused: some of its
+    masks would never be used."""
+    if not isinstance(mask, PerLayer):
+        return [mask] * n_layers
+    if len(mask.masks) > n_layers:
+        raise ValueError(f"a per-layer mask pattern of {len(mask.masks)} masks for a stack of {n_layers} layers: "
+                         f"give at most {n_layers} (the pattern repeats over the layers)")
+    return [mask.masks[i % len(mask.masks)] for i in range(n_layers)]

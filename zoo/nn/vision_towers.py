@@ -45,9 +45,10 @@ class VisionTower(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> features (B, n_tokens, d_out)."""
         x = self.model.embedder(images)
-        mask, is_causal = self.model.mask(x.shape[1], x.shape[1], x.device)
-        for block in self.model.stack.blocks[: self.n_blocks]:  # an inner layer: no final norm
-            x = block(x, mask, is_causal)
+        stack = self.model.stack
+        contexts = stack.contexts(x.shape[1], x.device, rotary=self.model.rope, bias=self.model.bias)
+        for block, context in zip(stack.blocks[: self.n_blocks], contexts):  # an inner layer: no final norm
+            x = block(x, context)
         return x[:, self.n_dropped :]
 
 

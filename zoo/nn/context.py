@@ -1,0 +1,65 @@
+"""The attention context: everything a layer's attention needs besides ``x``.
+
+Who may see whom (the mask, or SDPA's causal flag), the additive bias (T5's relative
+position bias), the rotary table and, for cross-attention, the memory it reads and
+that memory's padding: one object, built once per forward by the stack that owns the
+layers (one per distinct mask, not per layer; see ``zoo.model.Stack``) and already
+folded the way ``torch.nn.functional.scaled_dot_product_attention`` takes it. The
+attention layer only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from zoo.nn.masks import causal_mask, padding_mask
+
+
+def fold_into_bias(bias: Tensor, mask: Tensor | None, is_causal: bool, q_len: int, k_len: int) -> Tensor:
+    """One additive float mask from an additive ``bias``, a boolean ``mask`` (True = may
+    attend) and causality: SDPA takes one ``attn_mask`` or ``is_causal``, not both."""
+    if is_causal:
+        causal = causal_mask(q_len, k_len, bias.device)
+        mask = causal if mask is None else mask & causal
+    return bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+
+
+@dataclass(frozen=True)
+class AttentionContext:
+    """What one attention layer reads besides ``x``, folded for SDPA.
+
+    Attributes:
+        mask: None, bool (True = may attend) or additive float (a bias, -inf where
+            hidden), broadcastable to (B, H, Lq, Lk).
+        is_causal: SDPA's fused causal kernel (then ``mask`` is None).
+        rope: rotary (cos, sin), each (Lq, Dh), applied to queries and keys.
+        memory: (B, S, D), set for cross-attention: keys and values come from it.
+        cross: the context of a Block's cross-attention (memory and its mask), None
+            for stacks without one.
+    """
+
+    mask: Tensor | None = None
+    is_causal: bool = False
+    rope: tuple[Tensor, Tensor] | None = None
+    memory: Tensor | None = None
+    cross: AttentionContext | None = None
+
+    @classmethod
+    def build(cls, mask_fn, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+              prefix_len: Tensor | None = None, bias: Tensor | None = None, rope: tuple[Tensor, Tensor] | None = None,
+              cross: AttentionContext | None = None) -> AttentionContext:
+        """Self-attention of ``q_len`` new queries over ``k_len`` keys under the mask object
+        ``mask_fn`` (``zoo.nn.masks``); key_padding (B, k_len) True at real keys; bias
+        (1|B, H, q_len, k_len) additive, folded here with the mask."""
+        mask, is_causal = mask_fn(q_len, k_len, device, key_padding, prefix_len)
+        if bias is not None:
+            mask, is_causal = fold_into_bias(bias, mask, is_causal, q_len, k_len), False
+        return cls(mask, is_causal, rope, cross=cross)
+
+    @classmethod
+    def over(cls, memory: Tensor, memory_padding: Tensor | None = None) -> AttentionContext:
+        """Cross-attention into ``memory`` (B, S, D); memory_padding (B, S) True at real positions."""
+        return cls(None if memory_padding is None else padding_mask(memory_padding), memory=memory)

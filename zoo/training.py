@@ -53,6 +53,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if trainer.is_global_zero:
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -67,3 +69,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if trainer.is_global_zero and log.exists():
         plot_curves(log, Path(cfg.paths.output_dir) / "curves.png")
     return metrics
+
+
+def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
+    """The value of ``cfg.optimized_metric`` (set by an ``hparams_search`` config) among the
+    run's final metrics, for the sweeper; None when no metric is to be optimised."""
+    name = cfg.get("optimized_metric")
+    if not name:
+        return None
+    if name not in metrics:
+        raise KeyError(f"optimized_metric={name} was not logged by this run; it logged {sorted(metrics)}")
+    return metrics[name]

@@ -19,7 +19,7 @@ TINY = ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n
 
 def config(tmp_path, *overrides: str):
     return compose_config([
-        "model=bert_mini", "data=wikitext", f"paths.data_dir={tmp_path / 'data'}",
+        "model=bert", "data=wikitext", f"paths.data_dir={tmp_path / 'data'}",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}",
         "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120", "trainer.accelerator=cpu",
         "trainer.max_steps=4", "trainer.val_check_interval=2", "trainer.limit_val_batches=2",
@@ -72,7 +72,7 @@ def test_fine_tune_from_hf_checkpoint_dir(tmp_path):
 def test_bert_on_character_data_fails_naming_both_sides(tmp_path):
     (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
     (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text("First Citizen:\nBefore we proceed.\n" * 50)
-    cfg = compose_config(["model=bert_mini", "data=tinyshakespeare", "data.check=false",
+    cfg = compose_config(["model=bert", "data=tinyshakespeare", "data.check=false",
                           f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}"])
     with pytest.raises(ValueError, match=r"needs \['mask_id', 'special_ids'\].*provides only \['vocab_size'\]"):
         build(cfg)

@@ -164,7 +164,7 @@ def test_t5_trains_on_text_blocks_through_span_corruption():
 
     from zoo.convert.common import compose_config
 
-    cfg = compose_config(["model=t5_mini", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+    cfg = compose_config(["model=t5", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
                           "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.block.d_ff=64"])
     with open_dict(cfg):
         cfg.dims = {"vocab_size": 300, "pad_id": 0}

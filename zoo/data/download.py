@@ -61,19 +61,15 @@ def _reads_within(base: type[http.client.HTTPConnection], seconds: float) -> typ
     return Connection
 
 
-class _HTTP(urllib.request.HTTPHandler):
+class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """urllib's http and https handlers (it then adds neither of its own), with read timeouts."""
+
     def __init__(self, read_timeout: float):
         super().__init__()
         self.read_timeout = read_timeout
 
     def http_open(self, req):
         return self.do_open(_reads_within(http.client.HTTPConnection, self.read_timeout), req)
-
-
-class _HTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, read_timeout: float):
-        super().__init__()
-        self.read_timeout = read_timeout
 
     def https_open(self, req):
         return self.do_open(_reads_within(http.client.HTTPSConnection, self.read_timeout), req)
@@ -82,7 +78,7 @@ class _HTTPS(urllib.request.HTTPSHandler):
 def copy_url(url: str, dest: Path, patience: Patience) -> None:
     """One try: write the body of ``url`` to ``dest``; fail when the connection stalls
     past the timeouts or ends before the length the server announced."""
-    opener = urllib.request.build_opener(_HTTP(patience.read), _HTTPS(patience.read))
+    opener = urllib.request.build_opener(_Handler(patience.read))
     with opener.open(url, timeout=patience.connect) as response, open(dest, "wb") as out:
         announced = response.length  # Content-Length, None when the server sends none
         received = 0

@@ -54,7 +54,8 @@ class Answerer:
     def answer_ids(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, list[int]]:
         """(prompt ids (1, L), greedy answer ids, end token left out)."""
         tokens, pixels, _ = self.inputs(image, question)
-        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id, images=pixels)
+        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id,
+                       suppress=(self.net.embedder.image_token_id,), images=pixels)
         answer = out[0, tokens.shape[1]:].tolist()
         return tokens, answer[: answer.index(self.tokenizer.eos_id)] if self.tokenizer.eos_id in answer else answer
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 from torch import Tensor
 
@@ -31,6 +33,7 @@ def generate(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
     eos_id: int | None = None,
+    suppress: Sequence[int] = (),
     **inputs,
 ) -> Tensor:
     """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
@@ -43,6 +46,8 @@ def generate(
     ``inputs``: further inputs of the model's call over the whole sequence (LLaVA's
     ``images``, spliced into ``tokens``); with the cache they go in on the first step
     only, and the cache holds what they became. ``eos_id``: stop once every row has it.
+    ``suppress``: ids never produced, e.g. LLaVA's ``<image>`` placeholder, which only an
+    image can fill (a generated one, fed back without its image, could not be read).
     """
     was_training = model.training
     model.eval()
@@ -61,6 +66,8 @@ def generate(
             cache = model.new_cache() if use_cache else None
             logits = model(window, cache=cache, **inputs)
         logits = logits[:, -1, :].float()
+        if suppress:
+            logits[:, list(suppress)] = float("-inf")
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)
         else:

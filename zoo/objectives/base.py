@@ -15,7 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.checkpoint import net_state
 from zoo.convert.common import load_mapped
-from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
+from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 
 
 def plain(cfg: Any) -> Any:
@@ -49,6 +49,7 @@ class Objective(L.LightningModule):
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
                  tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
         super().__init__()
+        check_optim(plain(optim))
         net_cfg = plain(net)
         if init_from and Path(init_from).is_dir():
             if not converter:
@@ -100,15 +101,13 @@ class Objective(L.LightningModule):
         kind = o.get("schedule", "cosine")
         if kind == "inverse_sqrt":  # open-ended: needs no length
             schedule = partial(warmup_inverse_sqrt, warmup_steps=max(1, o["warmup_steps"]))
-        elif kind == "cosine":
+        else:  # cosine (check_optim knows no other)
             decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
             if not decay_steps or decay_steps < 0:
                 raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
                                  "the learning-rate schedule needs a length")
             schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
                                lr=o["lr"], min_lr=o["min_lr"])
-        else:
-            raise ValueError(f"unknown optim.schedule {kind!r}: expected 'cosine' or 'inverse_sqrt'")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -152,6 +152,7 @@ def test_commands_refuse_a_hostile_checkpoint_as_subprocesses(kind, tmp_path, gp
         assert list(work.iterdir()) == [], f"{cmd} left {list(work.iterdir())}"
 
 
+@pytest.mark.slow  # a train.py start-up: ~20 s
 def test_train_refuses_to_resume_from_a_hostile_checkpoint(tmp_path, gpt_ckpt):
     ckpt, named = hostile(gpt_ckpt, tmp_path)["popen"]
     torch.save(ckpt, tmp_path / "p.ckpt")
@@ -277,5 +278,7 @@ def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
 def test_translate_refuses_an_empty_source(tmp_path):
     from zoo.translate import main
 
-    with pytest.raises(ValueError, match=r"text 0 \(''\) is empty: zoo.translate needs a source sentence"):
+    with pytest.raises(ValueError, match=r"text='' is empty: zoo.translate needs a source sentence"):
         main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
+    with pytest.raises(ValueError, match=r"text='  ' is empty"):
+        main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text=  "])

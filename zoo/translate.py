@@ -18,10 +18,9 @@ from zoo.objectives.seq2seq import Seq2Seq
 
 
 def translate(ckpt: str, texts: list[str], beam: bool = True, prefix: str = "") -> list[str]:
-    empty = [i for i, t in enumerate(texts) if not t.strip()]
-    if empty:
-        raise ValueError(f"text {empty[0]} ({texts[empty[0]]!r}) is empty: zoo.translate needs a source "
-                         f"sentence of at least one word")
+    for text in texts:
+        if not text.strip():
+            raise ValueError(f"text={text!r} is empty: zoo.translate needs a source sentence of at least one word")
     model: Seq2Seq = load(ckpt, accepts=("seq2seq",), command="zoo.translate")
     with torch.no_grad():
         return model.translate([prefix + t for t in texts], beam=beam)

@@ -10,6 +10,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo.checkpoint import check_resumable
 from zoo.plots import plot_curves
 
 
@@ -59,6 +60,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    check_resumable(cfg.ckpt_path, model)
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):

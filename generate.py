@@ -11,16 +11,24 @@ from omegaconf import DictConfig
 
 from zoo.checkpoint import load
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.generate import generate
+from zoo.generate import check_sampling, generate
+
+# The objectives whose networks continue a token sequence (next-token language models).
+GENERATORS = ("lm", "vlm")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="generate")
 def main(cfg: DictConfig) -> None:
-    objective = load(cfg.ckpt, cfg.device)
+    check_sampling(cfg.temperature, cfg.top_k, cfg.top_p)  # before the checkpoint is read
+    objective = load(cfg.ckpt, cfg.device, accepts=GENERATORS, command="generate.py")
     if objective.hparams.tokenizer is None:
         raise ValueError(f"{cfg.ckpt} stores no tokenizer: it was not trained on text")
     tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
-    prompt = torch.tensor([tokenizer.encode(cfg.prompt)] * cfg.num_samples, device=cfg.device)
+    ids = tokenizer.encode(cfg.prompt)
+    if not ids:
+        raise ValueError(f"prompt={cfg.prompt!r} holds no token: generate.py continues a prompt of at least "
+                         f"one token (the default is a newline)")
+    prompt = torch.tensor([ids] * cfg.num_samples, device=cfg.device)
     out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
                    top_p=cfg.top_p, use_cache=cfg.use_cache,
                    generator=torch.Generator(device=cfg.device).manual_seed(cfg.seed))

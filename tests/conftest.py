@@ -13,17 +13,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def shakespeare_dir(tmp_path: Path) -> Path:
-    """A data dir holding a small generated tinyshakespeare/input.txt."""
+def write_shakespeare(data_dir: Path) -> Path:
+    """Write a small generated tinyshakespeare/input.txt into ``data_dir``; returns ``data_dir``."""
     text = "".join(
         f"CITIZEN {i}:\nWe are accounted poor citizens, the patricians good.\n"
         f"What authority surfeits on would relieve us: number {i * 7 % 13}.\n\n"
         for i in range(300)
     )
-    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
-    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(text)
-    return tmp_path / "data"
+    (data_dir / "tinyshakespeare").mkdir(parents=True)
+    (data_dir / "tinyshakespeare" / "input.txt").write_text(text)
+    return data_dir
+
+
+@pytest.fixture
+def shakespeare_dir(tmp_path: Path) -> Path:
+    """A data dir holding a small generated tinyshakespeare/input.txt."""
+    return write_shakespeare(tmp_path / "data")
 
 
 def run_train(run_dir: Path, data_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -2,6 +2,7 @@
 
 import torch
 
+from exactness import assert_matches
 from zoo.nn.attention import MultiHeadAttention, attention
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.context import fold_into_bias
@@ -29,7 +30,7 @@ def test_inspection_path_equals_sdpa_path():
     for kwargs in ({}, {"is_causal": True}, {"mask": mask}, {"mask": bias}, {"scale": 1.0}):
         fast, _ = attention(q, k, v, **kwargs)
         slow, weights = attention(q, k, v, return_weights=True, **kwargs)
-        assert torch.allclose(fast, slow, atol=1e-5), kwargs
+        assert_matches(slow, fast, what=f"inspection path {sorted(kwargs)}")
         assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 5)), kwargs
 
 
@@ -46,7 +47,7 @@ def test_grouped_query_attention_equals_repeated_heads():
         w = getattr(mha, name).weight.view(2, 4, 16).repeat_interleave(2, 0).reshape(16, 16)
         b = getattr(mha, name).bias.view(2, 4).repeat_interleave(2, 0).reshape(16)
         getattr(full, name).load_state_dict({"weight": w, "bias": b})
-    assert torch.allclose(out, full(x), atol=1e-6)
+    assert_matches(out, full(x), what="grouped-query attention")
 
 
 def test_self_attention_is_permutation_equivariant_without_positions():
@@ -54,7 +55,7 @@ def test_self_attention_is_permutation_equivariant_without_positions():
     block = Block(BlockConfig(d_model=16, n_heads=4, d_ff=32)).eval()
     x = torch.randn(1, 7, 16)
     perm = torch.randperm(7)
-    assert torch.allclose(block(x)[:, perm], block(x[:, perm]), atol=1e-5)
+    assert_matches(block(x[:, perm]), block(x)[:, perm], what="permuted outputs")
 
 
 def test_masks():

@@ -6,12 +6,14 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
+from exactness import assert_matches
 from zoo.convert.bert import load_checkpoint_dir, from_transformers
 
 
 def tiny_config(**kw) -> BertConfig:
     return BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=48, max_position_embeddings=24, type_vocab_size=2, **kw)
+                      intermediate_size=48, max_position_embeddings=24, type_vocab_size=2,
+                      attn_implementation="sdpa", **kw)
 
 
 def batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -34,16 +36,19 @@ def hidden_states(net: torch.nn.Module, ids, segments, padding) -> torch.Tensor:
     return seen["h"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @torch.no_grad()
-def test_mlm_logits_match_bert_for_masked_lm():
+def test_mlm_logits_match_bert_for_masked_lm(dtype):
+    """float64 too: BERT under SDPA computes in float64 throughout."""
     torch.manual_seed(0)
     hf = BertForMaskedLM(tiny_config()).eval()
     net = from_transformers(hf)
+    hf, net = hf.to(dtype), net.to(dtype)
     ids, segments, padding = batch(97)
     ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
     out = net(ids, key_padding=padding, segments=segments)
-    real = padding  # padded positions' outputs are meaningless in both models
-    assert (out - ref)[real].abs().max() <= 1e-5
+    # padded positions' outputs are meaningless in both models: compare the real ones
+    assert_matches(out, ref, padding[:, :, None], what="BERT MLM logits")
     assert net.head.decoder.weight is net.embedder.tokens.weight  # still tied after loading
 
 
@@ -54,7 +59,7 @@ def test_keep_scores_only_the_kept_positions():
     ids, segments, padding = batch(97)
     keep = torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.3
     full = net(ids, key_padding=padding, segments=segments)
-    assert torch.allclose(net(ids, key_padding=padding, segments=segments, keep=keep), full[keep], atol=1e-6)
+    assert_matches(net(ids, key_padding=padding, segments=segments, keep=keep), full[keep], what="kept logits")
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
@@ -67,7 +72,7 @@ def test_checkpoint_dir_reproduces_bert_model_hidden_states(tmp_path, fmt):
         net = load_checkpoint_dir(tmp_path)
     ids, segments, padding = batch(97)
     ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).last_hidden_state
-    assert (hidden_states(net, ids, segments, padding) - ref)[padding].abs().max() <= 1e-5
+    assert_matches(hidden_states(net, ids, segments, padding), ref, padding[:, :, None], what="hidden states")
 
 
 def test_checkpoint_dir_errors_name_the_path(tmp_path):

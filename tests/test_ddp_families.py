@@ -16,7 +16,7 @@ TINY_BLOCK = ["model.net.block.d_model=32", "model.net.block.n_heads=2"]
 
 def _bert(data):
     write_wikitext(data)
-    return ["model=bert_mini", "data=wikitext", "model.net.n_layers=2", "model.net.context=32", *TINY_BLOCK,
+    return ["model=bert", "data=wikitext", "model.net.n_layers=2", "model.net.context=32", *TINY_BLOCK,
             "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
 
 
@@ -31,13 +31,13 @@ def _transformer(data):
     from test_transformer_multi30k import write_corpus
 
     write_corpus(data)
-    return ["model=transformer_small", "data=multi30k", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+    return ["model=transformer", "data=multi30k", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
             *TINY_BLOCK, "data.batch_size=8", "data.vocab_size=120", "model.decoding.max_new_tokens=4"]
 
 
 def _t5(data):
     write_wikitext(data)
-    return ["model=t5_mini", "data=wikitext", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+    return ["model=t5", "data=wikitext", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
             *TINY_BLOCK, "data.batch_size=4", "data.seq_len=32", "data.vocab_size=120"]
 
 

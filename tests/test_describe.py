@@ -5,6 +5,7 @@ import re
 import torch
 
 from conftest import ROOT
+from exactness import assert_matches
 from zoo.attention_maps import self_attention_weights
 from zoo.convert.common import build_net
 from zoo.describe import model_names, table
@@ -36,7 +37,7 @@ def test_inspection_path_gives_the_same_outputs():
             m.keep_weights = True
     with torch.no_grad():
         slow = net(x)
-    assert torch.allclose(fast, slow, atol=1e-5)
+    assert_matches(slow, fast, what="inspection path")
     assert len(weights) == 2 and weights[0].shape == (1, 4, 16, 16)
     assert torch.allclose(weights[0].sum(-1), torch.ones(1, 4, 16), atol=1e-5)
     assert torch.all(weights[1][0, :, 0, 1:] == 0)  # causal: the first query sees only itself

@@ -4,23 +4,34 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from exactness import assert_matches
 from zoo.convert.gpt2 import from_transformers
 from zoo.generate import filter_logits, generate
 
 
+def tiny_gpt2() -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, bos_token_id=0, eos_token_id=0,
+                     attn_implementation="sdpa")
+    return GPT2LMHeadModel(cfg).eval()
+
+
 @pytest.fixture(scope="module")
 def pair():
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, bos_token_id=0, eos_token_id=0)
-    hf = GPT2LMHeadModel(cfg).eval()
+    hf = tiny_gpt2()
     return hf, from_transformers(hf).eval()
 
 
-def test_logits_match_transformers_gpt2(pair):
-    hf, zoo = pair
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_logits_match_transformers_gpt2(dtype):
+    """fp32: within fp32 rounding; float64: GPT-2 under SDPA computes in float64 throughout,
+    so a wrong formula could not hide under rounding noise."""
+    hf = tiny_gpt2()
+    zoo = from_transformers(hf).eval()
+    hf, zoo = hf.to(dtype), zoo.to(dtype)
     x = torch.randint(0, 97, (3, 40))
     with torch.no_grad():
-        assert (hf(x).logits - zoo(x)).abs().max() <= 1e-5
+        assert_matches(zoo(x), hf(x).logits, what="GPT-2 logits")
 
 
 def test_head_is_tied_to_the_token_embedding(pair):

@@ -10,6 +10,7 @@ import torch
 from omegaconf import open_dict
 from PIL import Image
 
+from exactness import assert_matches
 from zoo.convert.common import build_net, compose_config
 from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
@@ -59,7 +60,7 @@ def test_cached_decoding_with_image_prefix_matches_full_forward():
             prefix = 7  # the image goes through the cache on the first step
             steps = [net(tokens[:, :prefix], cache=cache, images=images)]
             steps += [net(tokens[:, t : t + 1], cache=cache) for t in range(prefix, tokens.shape[1])]
-        assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5), model
+        assert_matches(torch.cat(steps, 1), full, what=f"{model} cached decoding")
         cached = generate(net, tokens, 5, temperature=0, images=images)
         uncached = generate(net, tokens, 5, temperature=0, use_cache=False, images=images)
         assert torch.equal(cached, uncached)

@@ -7,6 +7,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from exactness import assert_matches  # noqa: E402
 from zoo.convert.llava import from_transformers  # noqa: E402
 from zoo.nn.multimodal import expand_image_placeholder  # noqa: E402
 
@@ -38,5 +39,6 @@ def test_llava_logits_match_transformers(feature_layer, strategy):
     with torch.no_grad():
         ref = hf(input_ids=tokens, pixel_values=images).logits
         ours = net(tokens, images=images)
-    assert ours.shape == ref.shape
-    assert (ours - ref).abs().max().item() <= 1e-4
+    # fp32 only: the Llama norms and rotary tables cast to float32 (a tiny LLaVA in float64 is
+    # ~5e-8 off), so there is no clean float64 reference
+    assert_matches(ours, ref, what="LLaVA logits")

@@ -28,7 +28,7 @@ def source_batch():
 
 def test_base_has_the_papers_parameter_count():
     """Table 3 of the paper: ~65M parameters for base with a 37,000-token shared vocabulary."""
-    net = build_net("transformer", [], {"vocab_size": 37000, "eos_id": EOS})
+    net = build_net("transformer_base", [], {"vocab_size": 37000, "eos_id": EOS})
     n = sum(p.numel() for p in net.parameters())
     assert abs(n - 65e6) / 65e6 < 0.05, n
     assert net.head.weight is net.encoder_embedder.tokens.weight is net.decoder_embedder.tokens.weight

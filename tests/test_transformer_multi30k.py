@@ -102,7 +102,7 @@ def test_missing_files_fail_with_the_url_offline(tmp_path, monkeypatch):
         module(tmp_path).prepare_data()
 
 
-def tiny_run_config(tmp_path, model="transformer_small", extra=()):
+def tiny_run_config(tmp_path, model="transformer", extra=()):
     cfg = compose_config([
         f"model={model}", "data=multi30k", "trainer=cpu", f"paths.data_dir={tmp_path / 'data'}",
         f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}",
@@ -151,10 +151,10 @@ def test_t5_fine_tunes_on_pairs_with_a_task_prefix_and_init_from(tmp_path):
     small = ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", "model.net.block.d_model=32",
              "model.net.block.n_heads=2", "model.net.block.d_ff=64", "model.net.context=40",
              "data.prefix=translate German to English: ", "trainer.max_steps=4", "test=false"]
-    cfg = tiny_run_config(tmp_path, "t5_mini", small)
+    cfg = tiny_run_config(tmp_path, "t5", small)
     train(cfg)
     ckpt = tmp_path / "out" / "checkpoints" / "last.ckpt"
-    cfg2 = tiny_run_config(tmp_path, "t5_mini", [*small, f"model.init_from={ckpt}", "trainer.max_steps=1"])
+    cfg2 = tiny_run_config(tmp_path, "t5", [*small, f"model.init_from={ckpt}", "trainer.max_steps=1"])
     _, model = build(cfg2)
     state = torch.load(ckpt, weights_only=True)["state_dict"]
     assert torch.equal(model.net.encoder.blocks[0].attn.q.weight, state["net.encoder.blocks.0.attn.q.weight"])

@@ -6,21 +6,26 @@ import torch
 from hydra.errors import InstantiationException
 from transformers import ViTConfig, ViTForImageClassification
 
+from exactness import assert_matches
 from zoo.convert.common import build_net
 from zoo.convert.vit import from_timm, from_timm_state_dict, from_transformers
 
 
-def test_hf_vit_logits_match():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hf_vit_logits_match(dtype):
+    """float64 too: under SDPA (eager ViT attention takes its softmax in float32) the reference
+    computes in float64 throughout."""
     torch.manual_seed(0)
     cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                    image_size=16, patch_size=4, num_channels=3, num_labels=5)
+                    image_size=16, patch_size=4, num_channels=3, num_labels=5, attn_implementation="sdpa")
     hf = ViTForImageClassification(cfg).eval()
     net = from_transformers(hf).eval()
-    images = torch.randn(3, 3, 16, 16)
+    hf, net = hf.to(dtype), net.to(dtype)
+    images = torch.randn(3, 3, 16, 16, dtype=dtype)
     with torch.no_grad():
         expected, got = hf(pixel_values=images).logits, net(images)
     assert got.shape == (3, 5)
-    assert (got - expected).abs().max().item() <= 1e-5
+    assert_matches(got, expected, what="ViT logits")
 
 
 @pytest.mark.parametrize("options", [
@@ -39,7 +44,7 @@ def test_timm_vit_logits_match(options):
     images = torch.randn(2, options.get("in_chans", 3), 16, 16)
     with torch.no_grad():
         expected, got = ref(images), net(images)
-    assert (got - expected).abs().max().item() <= 1e-5
+    assert_matches(got, expected, what="timm ViT logits")
 
 
 def test_timm_state_dict_needs_the_head_count_it_cannot_infer():

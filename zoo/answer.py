@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import hydra
 import torch
 from PIL import Image
 from torch import nn
 
+from zoo.checkpoint import load
 from zoo.data.images import load_image, to_tensor
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.generate import generate
@@ -29,18 +29,13 @@ class Answerer:
     """A LLaVA network, its tokenizer and prompt template, loaded from a zoo checkpoint."""
 
     def __init__(self, ckpt: str | Path):
-        ckpt = Path(ckpt)
-        if not ckpt.is_file():
-            raise FileNotFoundError(f"checkpoint {ckpt} does not exist")
-        saved = torch.load(ckpt, map_location="cpu", weights_only=True)
-        hparams = saved["hyper_parameters"]
-        if "prompt" not in hparams or not hparams.get("tokenizer"):
-            raise ValueError(f"{ckpt} is not a vision-language checkpoint (model=llava*)")
-        self.net: nn.Module = hydra.utils.instantiate(hparams["net"]).eval()
-        self.net.load_state_dict({k.removeprefix("net."): v for k, v in saved["state_dict"].items()
-                                  if k.startswith("net.")})
-        self.tokenizer = tokenizer_from_state(hparams["tokenizer"])
-        self.prompt, self.max_tokens = hparams["prompt"], hparams.get("max_answer_tokens", 24)
+        objective = load(ckpt, accepts=("vlm",), command="zoo.answer (model=llava*)")
+        hparams = objective.hparams
+        if not hparams.tokenizer:
+            raise ValueError(f"{ckpt} holds no tokenizer: it cannot read a question")
+        self.net: nn.Module = objective.net
+        self.tokenizer = tokenizer_from_state(hparams.tokenizer)
+        self.prompt, self.max_tokens = hparams.prompt, hparams.max_answer_tokens
 
     def inputs(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, torch.Tensor, int]:
         """The network's inputs for one question: prompt ids (1, L) with the image tokens
@@ -54,7 +49,8 @@ class Answerer:
     def answer_ids(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, list[int]]:
         """(prompt ids (1, L), greedy answer ids, end token left out)."""
         tokens, pixels, _ = self.inputs(image, question)
-        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id, images=pixels)
+        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id,
+                       suppress=(self.net.embedder.image_token_id,), images=pixels)
         answer = out[0, tokens.shape[1]:].tolist()
         return tokens, answer[: answer.index(self.tokenizer.eos_id)] if self.tokenizer.eos_id in answer else answer
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 from torch import Tensor
 
@@ -20,6 +22,17 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     return logits
 
 
+def check_sampling(temperature: float, top_k: int | None = None, top_p: float | None = None) -> None:
+    """Refuse sampling settings that make no sense, naming the value and its allowed range (a
+    negative temperature would invert the distribution, and top-k then keep the least likely)."""
+    if temperature < 0:
+        raise ValueError(f"temperature={temperature} is negative: use 0 (greedy) or a positive value")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k={top_k} keeps no token: use an integer >= 1, or null for no top-k filter")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p={top_p} is outside (0, 1]: use e.g. 0.95, or null for no nucleus filter")
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -31,6 +44,7 @@ def generate(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
     eos_id: int | None = None,
+    suppress: Sequence[int] = (),
     **inputs,
 ) -> Tensor:
     """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
@@ -43,7 +57,10 @@ def generate(
     ``inputs``: further inputs of the model's call over the whole sequence (LLaVA's
     ``images``, spliced into ``tokens``); with the cache they go in on the first step
     only, and the cache holds what they became. ``eos_id``: stop once every row has it.
+    ``suppress``: ids never produced, e.g. LLaVA's ``<image>`` placeholder, which only an
+    image can fill (a generated one, fed back without its image, could not be read).
     """
+    check_sampling(temperature, top_k, top_p)
     was_training = model.training
     model.eval()
     cache = None
@@ -61,6 +78,8 @@ def generate(
             cache = model.new_cache() if use_cache else None
             logits = model(window, cache=cache, **inputs)
         logits = logits[:, -1, :].float()
+        if suppress:
+            logits[:, list(suppress)] = float("-inf")
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)
         else:

@@ -10,6 +10,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo.checkpoint import check_resumable
 from zoo.plots import plot_curves
 
 
@@ -53,10 +54,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if trainer.is_global_zero:
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    check_resumable(cfg.ckpt_path, model)
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
@@ -67,3 +71,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if trainer.is_global_zero and log.exists():
         plot_curves(log, Path(cfg.paths.output_dir) / "curves.png")
     return metrics
+
+
+def optimized_metric(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
+    """The value of ``cfg.optimized_metric`` (set by an ``hparams_search`` config) among the
+    run's final metrics, for the sweeper; None when no metric is to be optimised."""
+    name = cfg.get("optimized_metric")
+    if not name:
+        return None
+    if name not in metrics:
+        raise KeyError(f"optimized_metric={name} was not logged by this run; it logged {sorted(metrics)}")
+    return metrics[name]

@@ -17,16 +17,17 @@ import torch
 from omegaconf import OmegaConf
 
 from zoo.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio
+from zoo.checkpoint import load
 from zoo.objectives.asr import SpeechRecognition
 
 log = logging.getLogger(__name__)
 
 
 def load_model(ckpt: str, device: str = "cpu") -> SpeechRecognition:
-    model = SpeechRecognition.load_from_checkpoint(ckpt, map_location=device, weights_only=True)
+    model: SpeechRecognition = load(ckpt, device, accepts=("asr",), command="zoo.transcribe")
     if model.tokenizer is None or model.bos_id is None or model.eos_id is None:
         raise ValueError(f"{ckpt} holds no tokenizer or start / end tokens: it cannot transcribe")
-    return model.eval()
+    return model
 
 
 @torch.no_grad()

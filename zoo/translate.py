@@ -13,12 +13,15 @@ import sys
 
 import torch
 
+from zoo.checkpoint import load
 from zoo.objectives.seq2seq import Seq2Seq
 
 
 def translate(ckpt: str, texts: list[str], beam: bool = True, prefix: str = "") -> list[str]:
-    model = Seq2Seq.load_from_checkpoint(ckpt, map_location="cpu", weights_only=True)
-    model.eval()
+    for text in texts:
+        if not text.strip():
+            raise ValueError(f"text={text!r} is empty: zoo.translate needs a source sentence of at least one word")
+    model: Seq2Seq = load(ckpt, accepts=("seq2seq",), command="zoo.translate")
     with torch.no_grad():
         return model.translate([prefix + t for t in texts], beam=beam)
 

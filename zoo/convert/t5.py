@@ -38,6 +38,7 @@ def t5_config_overrides(config: dict, tied: bool) -> tuple[str, list[str]]:
     d, vocab = config["d_model"], config["vocab_size"]
     overrides = [
         f"model.net.n_encoder_layers={config['num_layers']}",
+        f"model.net.context={config.get('n_positions', 512)}",  # T5 has no limit; 512 is its training length
         f"model.net.n_decoder_layers={config.get('num_decoder_layers') or config['num_layers']}",
         f"model.net.tie_embeddings={tied}",
         f"model.net.head.scale={d ** -0.5 if scaled else 1.0}",

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import random
 import warnings
+import zlib
 from pathlib import Path
 
 import torch
@@ -20,6 +22,7 @@ from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
+from zoo.data.checks import positive_int, utf8_text
 from zoo.data.download import ensure_file
 from zoo.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer, train_bpe
@@ -31,9 +34,16 @@ IGNORE = -100  # target_out at padding (the loss ignores it)
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a gzipped text file; an empty line is an error naming the file."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
+    """The lines of a gzipped UTF-8 text file; a truncated or corrupt archive, bytes that
+    are not UTF-8 and an empty line are errors naming the file."""
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise ValueError(f"{path} is not a complete gzip file ({err}): delete it to download it again "
+                         f"({URL.format(name=path.name)})") from err
+    # universal newlines, as text-mode reading has them
+    lines = [line.rstrip("\n") for line in io.StringIO(utf8_text(data, path), newline=None)]
     empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
     if empty:
         raise ValueError(f"{path}: {len(empty)} empty line(s), first at line {empty[0]} of {len(lines)}")
@@ -130,7 +140,7 @@ class Multi30k(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
                  vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",
                  seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
         if {src, tgt} != {"de", "en"}:
             raise ValueError(f"Multi30k task 1 has de and en; got src={src!r}, tgt={tgt!r}")
         self.src, self.tgt, self.vocab_size, self.max_len = src, tgt, vocab_size, max_len

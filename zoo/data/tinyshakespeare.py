@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from zoo.data.base import ZooDataModule
+from zoo.data.checks import positive_int, utf8_text
 from zoo.data.download import ensure_file
 from zoo.data.tokenizers import CharTokenizer
 from zoo.data.windows import RandomWindows
@@ -31,7 +32,7 @@ class TinyShakespeare(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
                  train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
                  num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
         self.block_size, self.seed, self.check = block_size, seed, check
         self.train_batches, self.val_batches = train_batches, val_batches
         self.path = self.data_dir / "tinyshakespeare" / "input.txt"
@@ -45,10 +46,14 @@ class TinyShakespeare(ZooDataModule):
             return
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path} is missing: run prepare_data() or put the file there")
-        text = self.path.read_text(encoding="utf-8")
+        text = utf8_text(self.path.read_bytes(), self.path)
         self.tokenizer = CharTokenizer.from_text(text)
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if len(self.tokenizer.chars) < 256 else torch.int32)
         n = int(0.9 * len(ids))
+        if min(n, len(ids) - n) <= self.block_size + 1:  # RandomWindows' need, said here with the file's name
+            raise ValueError(f"{self.path} holds {len(ids)} characters, too few: its 90/10 train/val split gives "
+                             f"{n} and {len(ids) - n}, and a window of data.block_size={self.block_size} needs more "
+                             f"than {self.block_size + 1} in each")
         self.splits = {"train": ids[:n], "val": ids[n:]}
         self.dims = {"vocab_size": self.tokenizer.vocab_size}
 

@@ -13,9 +13,10 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from zoo.checkpoint import net_state
+from zoo.checkpoint import load, net_state
 from zoo.convert.common import load_mapped
-from zoo.objectives.optim import adamw, warmup_cosine, warmup_inverse_sqrt
+from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
+from zoo.registry import OBJECTIVES, name_of, objective_class
 
 
 def plain(cfg: Any) -> Any:
@@ -29,7 +30,8 @@ class Objective(L.LightningModule):
 
     Args:
         net: the network's config (a Hydra ``_target_`` tree); stored in the checkpoint
-            so that ``load_from_checkpoint`` rebuilds the same network.
+            so that ``zoo.checkpoint.load`` rebuilds the same network (every ``_target_`` in it
+            must be in :data:`zoo.registry.ALLOWED_TARGETS`).
         optim: AdamW + schedule settings (conf/optim).
         input_kind: what the network reads (text, image, audio, ...); train.py checks it
             against what the data module provides.
@@ -49,6 +51,7 @@ class Objective(L.LightningModule):
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
                  tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
         super().__init__()
+        check_optim(plain(optim))
         net_cfg = plain(net)
         if init_from and Path(init_from).is_dir():
             if not converter:
@@ -100,18 +103,29 @@ class Objective(L.LightningModule):
         kind = o.get("schedule", "cosine")
         if kind == "inverse_sqrt":  # open-ended: needs no length
             schedule = partial(warmup_inverse_sqrt, warmup_steps=max(1, o["warmup_steps"]))
-        elif kind == "cosine":
+        else:  # cosine (check_optim knows no other)
             decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
             if not decay_steps or decay_steps < 0:
                 raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
                                  "the learning-rate schedule needs a length")
             schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
                                lr=o["lr"], min_lr=o["min_lr"])
-        else:
-            raise ValueError(f"unknown optim.schedule {kind!r}: expected 'cosine' or 'inverse_sqrt'")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: str | torch.device | None = None,
+                             **kwargs: Any):
+        """Lightning's loader goes through :func:`zoo.checkpoint.load` (what a checkpoint names is
+        checked against :mod:`zoo.registry` first); ``weights_only`` is always on."""
+        unsupported = sorted(set(kwargs) - {"weights_only", "strict"})
+        if unsupported or kwargs.get("weights_only") is False or kwargs.get("strict") is False:
+            raise TypeError(f"{cls.__name__}.load_from_checkpoint reads a checkpoint as it was saved "
+                            f"(weights_only, strict, no overrides); got {sorted(kwargs)}")
+        accepts = [name for name in OBJECTIVES if issubclass(objective_class(name), cls)]
+        return load(checkpoint_path, map_location or "cpu", accepts, f"{cls.__name__}.load_from_checkpoint")
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Which objective wrote this, so zoo.checkpoint.load can rebuild it from the file alone.
-        checkpoint["zoo_objective"] = f"{type(self).__module__}.{type(self).__qualname__}"
+        # Which objective wrote this, by its registered short name (stable when modules move), so
+        # that zoo.checkpoint.load can rebuild it from the file alone.
+        checkpoint["zoo_objective"] = name_of(type(self))

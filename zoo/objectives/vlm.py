@@ -125,7 +125,7 @@ class VisionLanguageLM(NextTokenLM):
         tokens, _, extra = self.prepare(batch)
         prompt = tokens[:, : int(extra["prefix_len"][0])]
         out = generate(self.net, prompt, self.max_answer_tokens, temperature=0, eos_id=self._tokenizer.eos_id,
-                       images=extra["images"])
+                       suppress=(self.net.embedder.image_token_id,), images=extra["images"])
         return out[:, prompt.shape[1]:].tolist()
 
     def _answers(self, batch: dict[str, Tensor], n: int) -> list[dict[str, str]]:

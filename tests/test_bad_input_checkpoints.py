@@ -1,0 +1,284 @@
+"""Checkpoints are untrusted data: nothing a file names is run, in every command that reads one;
+real checkpoints (current and former objective names) still load; the inference commands
+refuse settings that make no sense (issue 13)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+
+from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
+from zoo.checkpoint import check_resumable, load, net_state, tokenizer_of
+from zoo.convert.common import compose_config
+from zoo.describe import DIMS, model_names
+from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
+
+OPEN = {"_target_": "builtins.open", "file": "pwned", "mode": "w"}
+
+
+@pytest.fixture(scope="module")
+def gpt_ckpt(tmp_path_factory) -> Path:
+    """A real checkpoint: a tiny GPT trained 2 steps by train.py."""
+    root = tmp_path_factory.mktemp("gpt")
+    run_train(root / "run", write_shakespeare(root / "data"), *TINY_GPT, "trainer.max_steps=2",
+              "trainer.val_check_interval=2", "test=false", "model.sample_tokens=0")
+    return root / "run" / "checkpoints" / "last.ckpt"
+
+
+def objective_of(model: str, *overrides: str):
+    """A freshly built objective of ``model=`` (tiny shapes; the describe table's stand-in dims)."""
+    cfg = compose_config([f"model={model}", "model.net.block.d_model=32", "model.net.block.n_heads=2",
+                          "model.net.block.d_ff=64", *overrides])
+    with open_dict(cfg):  # (and what an image dataset tells a classifier)
+        cfg.dims = {**DIMS, "class_names": [str(i) for i in range(DIMS["num_classes"])], "pixel_mean": [0.5] * 3,
+                    "pixel_std": [0.5] * 3}
+    return hydra.utils.instantiate(cfg.model, tokenizer=None)
+
+
+def save_objective(objective, path: Path) -> Path:
+    """What a Lightning checkpoint of ``objective`` holds for the readers, its name from the objective's own hook."""
+    ckpt = {"hyper_parameters": dict(objective.hparams), "state_dict": objective.state_dict()}
+    objective.on_save_checkpoint(ckpt)
+    torch.save(ckpt, path)
+    return path
+
+
+def hostile(gpt_ckpt: Path, root: Path) -> dict[str, tuple[dict, str]]:
+    """Checkpoints that pass ``weights_only=True`` and name code to run: kind -> (dict, the value the refusal names)."""
+    real = torch.load(gpt_ckpt, weights_only=True)
+
+    def edited(edit) -> dict:
+        ckpt = copy.deepcopy(real)
+        edit(ckpt["hyper_parameters"])
+        return ckpt
+
+    (root / "secret.txt").write_text("secret")
+    (root / "loot").mkdir(exist_ok=True)
+    return {
+        "popen": ({"zoo_objective": "subprocess.Popen", "hyper_parameters": {"args": ["touch", "pwned"]},
+                   "state_dict": {}}, "subprocess.Popen"),
+        "library class as objective": ({**real, "zoo_objective": "torch.nn.Linear"}, "torch.nn.Linear"),
+        "touch as net": (edited(lambda h: h.update(net={"_target_": "pathlib.Path.touch", "_args_": ["pwned"]})),
+                         "pathlib.Path.touch"),
+        "open in the embedder": (edited(lambda h: h["net"]["embedder"].update(extra=OPEN)), "builtins.open"),
+        "open deep in a list": (edited(lambda h: h["net"]["block"].update(x=[1, {"y": [{"z": OPEN}]}])),
+                                "builtins.open"),
+        "open as span corruption": (edited(lambda h: h.update(span_corruption=OPEN)), "builtins.open"),
+        "target not a string": (edited(lambda h: h["net"]["head"].update(_target_=["builtins.open"])),
+                                "['builtins.open']"),
+        "interpolation": (edited(lambda h: h["net"]["head"].update(bias="${oc.env:HOME}")), "${oc.env:HOME}"),
+        "copy as converter": (edited(lambda h: h.update(net=str(root / "secret.txt"), init_from=str(root / "loot"),
+                                                        converter="shutil.copy")), "shutil.copy"),
+        "download as converter": (edited(lambda h: h.update(converter="zoo.data.download.ensure_file")),
+                                  "zoo.data.download.ensure_file"),
+    }
+
+
+def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
+    """Every way the zoo reads a checkpoint, as a function of its path."""
+    from zoo.answer import Answerer
+    from zoo.attention_maps import main as attention_maps
+    from zoo.objectives.classification import Classification
+    from zoo.transcribe import load_model
+    from zoo.translate import translate
+
+    hparams = torch.load(gpt_ckpt, weights_only=True)["hyper_parameters"]
+    model = load(gpt_ckpt)
+    return {
+        "load (generate.py)": load,
+        "zoo.translate": lambda p: translate(str(p), ["Ein Hund."]),
+        "zoo.transcribe": lambda p: load_model(str(p)),
+        "zoo.answer": Answerer,
+        "zoo.attention_maps": lambda p: attention_maps([f"ckpt={p}", "text=hi", f"out={tmp_path / 'att'}"]),
+        "model.init_from": lambda p: objective_class("lm")(**{**hparams, "init_from": str(p)}),
+        "ckpt_path resume": lambda p: check_resumable(p, model),
+        "tokenizer_of (data.tokenizer_from)": tokenizer_of,
+        "net_state (vision_init / lm_init)": net_state,
+        "load_from_checkpoint": lambda p: Classification.load_from_checkpoint(p, weights_only=True),
+    }
+
+
+READERS = ["load (generate.py)", "zoo.translate", "zoo.transcribe", "zoo.answer", "zoo.attention_maps",
+           "model.init_from", "ckpt_path resume", "tokenizer_of (data.tokenizer_from)",
+           "net_state (vision_init / lm_init)", "load_from_checkpoint"]
+KINDS = ["popen", "library class as objective", "touch as net", "open in the embedder", "open deep in a list",
+         "open as span corruption", "target not a string", "interpolation", "copy as converter",
+         "download as converter"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_reader_refuses_a_hostile_checkpoint_and_runs_nothing(kind, tmp_path, gpt_ckpt, monkeypatch):
+    ckpt, named = hostile(gpt_ckpt, tmp_path)[kind]
+    path = tmp_path / "p.ckpt"
+    torch.save(ckpt, path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    readers = _readers(tmp_path, gpt_ckpt)
+    assert sorted(readers) == sorted(READERS)
+    for reader in READERS:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            readers[reader](path)
+    assert list(work.iterdir()) == [], "a file appeared"
+    assert list((tmp_path / "loot").iterdir()) == [] and not (tmp_path / "att").exists()
+
+
+def _env() -> dict[str, str]:
+    # the worktree's zoo, whatever the current directory
+    return dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+
+
+@pytest.mark.parametrize("kind", ["popen", "touch as net"])
+def test_commands_refuse_a_hostile_checkpoint_as_subprocesses(kind, tmp_path, gpt_ckpt):
+    ckpt, named = hostile(gpt_ckpt, tmp_path)[kind]
+    torch.save(ckpt, tmp_path / "p.ckpt")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    for cmd in ([str(ROOT / "generate.py"), f"ckpt={tmp_path / 'p.ckpt'}"],
+                ["-m", "zoo.attention_maps", f"ckpt={tmp_path / 'p.ckpt'}", "text=hi"]):
+        out = subprocess.run([sys.executable, *cmd], cwd=work, env=_env(), capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode != 0 and named in out.stderr, out.stderr[-2000:]
+        assert list(work.iterdir()) == [], f"{cmd} left {list(work.iterdir())}"
+
+
+@pytest.mark.slow  # a train.py start-up: ~20 s
+def test_train_refuses_to_resume_from_a_hostile_checkpoint(tmp_path, gpt_ckpt):
+    ckpt, named = hostile(gpt_ckpt, tmp_path)["popen"]
+    torch.save(ckpt, tmp_path / "p.ckpt")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = dict(_env(), ZOO_DATA_DIR=str(gpt_ckpt.parents[2] / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'run'}", *TINY_GPT,
+                          "trainer.max_steps=4", f"ckpt_path={tmp_path / 'p.ckpt'}"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and named in out.stderr, out.stderr[-2000:]
+    assert list(work.iterdir()) == []
+    assert not list((tmp_path / "run").glob("**/*.ckpt"))
+
+
+def test_a_real_checkpoint_loads_and_stores_the_short_name(gpt_ckpt):
+    raw = torch.load(gpt_ckpt, weights_only=True)
+    assert raw["zoo_objective"] == "lm"
+    objective = load(gpt_ckpt, accepts=("lm",), command="this test")
+    assert type(objective).__name__ == "NextTokenLM" and not objective.training
+    for name, value in objective.state_dict().items():
+        assert torch.equal(value, raw["state_dict"][name]), name
+    check_resumable(gpt_ckpt, objective)  # the same run's config: resumable
+
+
+def test_a_checkpoint_with_the_former_dotted_objective_name_loads(gpt_ckpt, tmp_path):
+    raw = torch.load(gpt_ckpt, weights_only=True)
+    raw["zoo_objective"] = "zoo.objectives.lm.NextTokenLM"  # what checkpoints stored before the short names
+    torch.save(raw, tmp_path / "old.ckpt")
+    objective = load(tmp_path / "old.ckpt", accepts=("lm",), command="this test")
+    assert type(objective).__name__ == "NextTokenLM"
+    for name, value in objective.state_dict().items():
+        assert torch.equal(value, raw["state_dict"][name]), name
+
+
+def test_an_unknown_objective_names_the_value_and_the_known_names(gpt_ckpt, tmp_path):
+    raw = torch.load(gpt_ckpt, weights_only=True)
+    raw["zoo_objective"] = "zoo.objectives.lm.NextTokenLMv2"
+    torch.save(raw, tmp_path / "x.ckpt")
+    with pytest.raises(ValueError, match=r"'zoo.objectives.lm.NextTokenLMv2'.*\['asr', 'classification', 'lm'"):
+        load(tmp_path / "x.ckpt")
+
+
+def test_the_registry_covers_every_config_and_resolves():
+    for name, path in OBJECTIVES.items():
+        assert name_of(objective_class(name)) == name and FORMER_NAMES[path] == name
+    for target in ALLOWED_TARGETS | ALLOWED_CONVERTERS:
+        assert callable(hydra.utils.get_object(target)), target
+
+    def targets(node):
+        if isinstance(node, dict):
+            yield from ([node["_target_"]] if "_target_" in node else [])
+            for value in node.values():
+                yield from targets(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from targets(value)
+
+    for model in model_names():
+        cfg = compose_config([f"model={model}"])
+        with open_dict(cfg):
+            cfg.dims = DIMS
+        name_of(hydra.utils.get_class(cfg.model._target_))  # every model's objective is registered
+        # the configs a checkpoint of this model stores and instantiates
+        stored = [OmegaConf.to_container(cfg.model[key], resolve=True) for key in ("net", "span_corruption")
+                  if cfg.model.get(key) is not None]
+        used = set(targets(stored))
+        assert used <= ALLOWED_TARGETS, (model, used - ALLOWED_TARGETS)
+        assert cfg.model.get("converter") in ALLOWED_CONVERTERS | {None}, model
+
+
+def test_resuming_from_another_family_says_what_the_checkpoint_holds(gpt_ckpt, tmp_path):
+    bert = objective_of("bert_mini", "model.net.n_layers=1")
+    with pytest.raises(ValueError, match=r"holds a lm checkpoint \(NextTokenLM, Model\(embedder=TokenEmbedder, "
+                                         r"head=LMHead, mask=CausalMask\)\), but this run trains mlm \(MaskedLM, "
+                                         r"Model\(embedder=TokenEmbedder, head=MLMHead, mask=NoMask\)\)"):
+        check_resumable(gpt_ckpt, bert)
+    check_resumable(save_objective(bert, tmp_path / "bert.ckpt"), bert)  # its own checkpoint fits
+    llama = objective_of("llama", "model.net.n_layers=2", "model.net.block.n_kv_heads=1")
+    with pytest.raises(ValueError, match=r"lm Model\(.*\) of other sizes than configured: \d+ weights it lacks "
+                                         r"\(e\.g\. .*\d+ of another shape \(e\.g\. net\.\S+: \(\d+, 32\) in the "
+                                         r"checkpoint, \(32000, 32\) configured"):
+        check_resumable(gpt_ckpt, llama)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ({"temperature": -1}, r"temperature=-1 is negative: use 0 \(greedy\) or a positive value"),
+    ({"top_k": 0}, r"top_k=0 keeps no token: use an integer >= 1"),
+    ({"top_p": 0}, r"top_p=0 is outside \(0, 1\]"),
+    ({"top_p": 1.5}, r"top_p=1.5 is outside \(0, 1\]"),
+    ({"prompt": ""}, r"prompt='' holds no token"),
+])
+def test_generate_refuses_settings_that_make_no_sense(setting, message, gpt_ckpt, capsys):
+    spec = importlib.util.spec_from_file_location("generate_script", ROOT / "generate.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    cfg = OmegaConf.load(ROOT / "conf" / "generate.yaml")
+    for key in ("defaults", "hydra"):
+        cfg.pop(key)
+    cfg.merge_with({"ckpt": str(gpt_ckpt), "max_new_tokens": 3, **setting})
+    with pytest.raises(ValueError, match=message):
+        script.main(cfg)  # Hydra's main runs a given config as it is
+    assert capsys.readouterr().out == ""
+    cfg.merge_with({"temperature": 0, "top_k": 1, "top_p": 1.0, "prompt": "CITIZEN"})
+    script.main(cfg)  # the edges of the ranges are fine: greedy, one candidate, the whole distribution
+    assert capsys.readouterr().out.startswith("CITIZEN")
+
+
+def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
+    from zoo.translate import translate
+
+    mlm = save_objective(objective_of("bert_mini", "model.net.n_layers=1"), tmp_path / "bert.ckpt")
+    vit = save_objective(objective_of("vit", "model.net.n_layers=1"), tmp_path / "vit.ckpt")
+    for ckpt, held in ((mlm, r"mlm checkpoint \(MaskedLM\)"), (vit, r"classification checkpoint \(Classification\)")):
+        with pytest.raises(ValueError, match=f"is a {held}: generate.py needs lm or vlm"):
+            load(ckpt, accepts=("lm", "vlm"), command="generate.py")
+        with pytest.raises(ValueError, match=f"is a {held}: zoo.translate needs seq2seq"):
+            translate(str(ckpt), ["Ein Hund."])
+    out = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={mlm}"], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "bert.ckpt is a mlm checkpoint (MaskedLM): generate.py needs lm or vlm" in out.stderr
+
+
+def test_translate_refuses_an_empty_source(tmp_path):
+    from zoo.translate import main
+
+    with pytest.raises(ValueError, match=r"text='' is empty: zoo.translate needs a source sentence"):
+        main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
+    with pytest.raises(ValueError, match=r"text='  ' is empty"):
+        main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text=  "])

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
+from exactness import assert_matches
 from zoo.convert.common import build_net
 from zoo.encoder_decoder import EncoderDecoder
 from zoo.model import Model, Stack
@@ -96,13 +97,14 @@ def test_alternating_masks_equal_a_per_layer_loop_with_explicit_masks():
     causal, prefix_lm = causal_mask(LENGTH, LENGTH) & keys, prefix_lm_mask(prefix, LENGTH) & keys
     out = net(tokens, key_padding=padding, prefix_len=prefix)
     expected = by_hand(net, tokens, [causal, prefix_lm, causal, prefix_lm])
-    assert (out - expected).abs().max() <= 1e-6
+    assert_matches(out, expected, what="alternating causal / prefix-LM layers")
     # the pattern is what the layers use: all-causal layers give other outputs
     assert not torch.allclose(out, by_hand(net, tokens, [causal] * 4), atol=1e-3)
     # and with no mask in a layer (NoMask), that layer sees the future too
     net = lm(PerLayer([CausalMask(), NoMask()]))
     everyone = keys.expand(2, 1, LENGTH, LENGTH)
-    assert (net(tokens, key_padding=padding) - by_hand(net, tokens, [causal, everyone] * 2)).abs().max() <= 1e-6
+    assert_matches(net(tokens, key_padding=padding), by_hand(net, tokens, [causal, everyone] * 2),
+                   what="alternating causal / unmasked layers")
 
 
 def test_cached_decoding_with_per_layer_masks_equals_the_full_forward():
@@ -117,7 +119,7 @@ def test_cached_decoding_with_per_layer_masks_equals_the_full_forward():
     cache = net.new_cache()
     steps = [net(tokens[:, :4], prefix_len=prefix, cache=cache)]
     steps += [net(tokens[:, i : i + 1], prefix_len=prefix, cache=cache) for i in range(4, LENGTH)]
-    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
+    assert_matches(torch.cat(steps, dim=1), full, what="cached decoding with per-layer masks")
 
 
 def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
@@ -135,7 +137,7 @@ def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
     x = net.encoder_embedder(tokens)
     for block, mask in zip(net.encoder.blocks, [everyone, causal, everyone, causal]):
         x = block(x, AttentionContext(mask=mask))
-    assert (net.encode(tokens, padding) - net.encoder.norm(x)).abs().max() <= 1e-6
+    assert_matches(net.encode(tokens, padding), net.encoder.norm(x), what="encoder pattern with relative bias")
 
 
 def test_a_block_with_cross_attention_needs_a_memory():

@@ -224,7 +224,7 @@ def test_the_registry_covers_every_config_and_resolves():
 
 
 def test_resuming_from_another_family_says_what_the_checkpoint_holds(gpt_ckpt, tmp_path):
-    bert = objective_of("bert_mini", "model.net.n_layers=1")
+    bert = objective_of("bert", "model.net.n_layers=1")
     with pytest.raises(ValueError, match=r"holds a lm checkpoint \(NextTokenLM, Model\(embedder=TokenEmbedder, "
                                          r"head=LMHead, mask=CausalMask\)\), but this run trains mlm \(MaskedLM, "
                                          r"Model\(embedder=TokenEmbedder, head=MLMHead, mask=NoMask\)\)"):
@@ -263,7 +263,7 @@ def test_generate_refuses_settings_that_make_no_sense(setting, message, gpt_ckpt
 def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
     from zoo.translate import translate
 
-    mlm = save_objective(objective_of("bert_mini", "model.net.n_layers=1"), tmp_path / "bert.ckpt")
+    mlm = save_objective(objective_of("bert", "model.net.n_layers=1"), tmp_path / "bert.ckpt")
     vit = save_objective(objective_of("vit", "model.net.n_layers=1"), tmp_path / "vit.ckpt")
     for ckpt, held in ((mlm, r"mlm checkpoint \(MaskedLM\)"), (vit, r"classification checkpoint \(Classification\)")):
         with pytest.raises(ValueError, match=f"is a {held}: generate.py needs lm or vlm"):

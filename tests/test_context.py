@@ -140,6 +140,26 @@ def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
     assert_matches(net.encode(tokens, padding), net.encoder.norm(x), what="encoder pattern with relative bias")
 
 
+def test_rotary_and_relative_bias_are_one_mechanism_in_both_containers():
+    """Model takes a relative bias and EncoderDecoder rotary positions, as the other does:
+    cached decoding (positions from ``start``) equals the full forward."""
+    tokens, _, _ = batch()
+    torch.manual_seed(0)
+    net = Model(TokenEmbedder(VOCAB, 16, 32, positions="none"), CausalMask(), BLOCK, 2, LMHead(16, VOCAB), context=32,
+                bias=RelativePositionBias(BLOCK.n_heads, bidirectional=False)).eval()
+    cache = net.new_cache()
+    steps = [net(tokens[:, :3], cache=cache)] + [net(tokens[:, i : i + 1], cache=cache) for i in range(3, LENGTH)]
+    assert_matches(torch.cat(steps, dim=1), net(tokens), what="Model with a relative bias, cached")
+    net = EncoderDecoder(TokenEmbedder(VOCAB, 16, 32, positions="none"), TokenEmbedder(VOCAB, 16, 32, positions="none"),
+                         BLOCK, 1, 2, LMHead(16, VOCAB), context=32, rotary=True).eval()
+    memory = net.encode(tokens)
+    cache = net.new_cache()
+    steps = [net.decode(tokens[:, i : i + 1], memory, cache=cache) for i in range(LENGTH)]
+    assert_matches(torch.cat(steps, dim=1), net.decode(tokens, memory), what="EncoderDecoder with rotary, cached")
+    shuffled = tokens[:, torch.randperm(LENGTH)]  # rotary positions: the encoder is no longer order-blind
+    assert not torch.allclose(net.encode(shuffled).mean(1), memory.mean(1), atol=1e-4)
+
+
 def test_a_block_with_cross_attention_needs_a_memory():
     block = Block(BLOCK, cross_attention=True)
     with pytest.raises(ValueError, match="cross-attention but its context has no memory"):

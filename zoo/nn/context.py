@@ -27,7 +27,7 @@ def fold_into_bias(bias: Tensor, mask: Tensor | None, is_causal: bool, q_len: in
     return bias if mask is None else bias.masked_fill(~mask, float("-inf"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: comparing tensor fields would be ambiguous
 class AttentionContext:
     """What one attention layer reads besides ``x``, folded for SDPA.
 

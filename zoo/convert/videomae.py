@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from zoo.convert.bert import read_checkpoint_dir
 from zoo.convert.common import load_mapped
-from zoo.convert.vit import _block_weights
+from zoo.convert.vit import hf_block_weights
 from zoo.convert.vivit import _square, rename_parts, video_net
 
 # Checkpoint files keep the q and v biases as lone tensors (transformers 4 names).
@@ -38,16 +38,11 @@ def videomae_state_dict(hf: dict[str, Tensor], n_layers: int, positions: Tensor)
     }
     for hf_name, zoo_name in (("fc_norm", "head.norm"), ("videomae.layernorm", "stack.norm")):
         out |= {f"{zoo_name}.{kind}": hf[f"{hf_name}.{kind}"] for kind in ("weight", "bias") if f"{hf_name}.{kind}" in hf}
+    attn = {"q": "attention.attention.query", "k": "attention.attention.key", "v": "attention.attention.value",
+            "out": "attention.output.dense"}
+    ffn = {"fc_in": "intermediate.dense", "fc_out": "output.dense"}
     for i in range(n_layers):
-        h = f"videomae.encoder.layer.{i}."
-        attn = {f"{zoo}.{kind}": hf[f"{h}attention.{name}.{kind}"]
-                for zoo, name in (("q", "attention.query"), ("k", "attention.key"), ("v", "attention.value"),
-                                  ("out", "output.dense"))
-                for kind in ("weight", "bias") if f"{h}attention.{name}.{kind}" in hf}
-        ffn = {f"{zoo}.{kind}": hf[f"{h}{name}.dense.{kind}"]
-               for zoo, name in (("fc_in", "intermediate"), ("fc_out", "output")) for kind in ("weight", "bias")}
-        norms = tuple(hf[f"{h}{n}.{kind}"] for n in ("layernorm_before", "layernorm_after") for kind in ("weight", "bias"))
-        out |= _block_weights(f"stack.blocks.{i}.", attn, norms, ffn)
+        out |= hf_block_weights(hf, f"videomae.encoder.layer.{i}.", f"stack.blocks.{i}.", attn, ffn)
     return out
 
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from zoo.convert.bert import read_checkpoint_dir
 from zoo.convert.common import build_net, load_mapped
-from zoo.convert.vit import HF_ACTIVATIONS, _block_weights, _shape_overrides
+from zoo.convert.vit import HF_ACTIVATIONS, _shape_overrides, hf_vit_state_dict
 
 # ViViT's default ``gelu_fast`` is the tanh approximation with sqrt(2 / pi) cut to 10 digits
 # (0.7978845608): a 3e-12 relative difference from the Block's gelu_tanh, far below fp32 rounding.
@@ -58,28 +58,9 @@ def video_net(model: str, config: dict[str, Any], tubelet: int, patch: int, qkv_
 
 
 def vivit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
-    """Rename ``VivitForVideoClassification``'s weights (transformers >= 5 names) to the zoo's."""
-    e = "vivit.embeddings."
-    out = {
-        "embedder.cls": hf[e + "cls_token"],
-        "embedder.positions.weight": hf[e + "position_embeddings"][0],
-        "embedder.patchify.weight": hf[e + "patch_embeddings.projection.weight"],
-        "embedder.patchify.bias": hf[e + "patch_embeddings.projection.bias"],
-        "stack.norm.weight": hf["vivit.layernorm.weight"],
-        "stack.norm.bias": hf["vivit.layernorm.bias"],
-        "head.proj.weight": hf["classifier.weight"],
-        "head.proj.bias": hf["classifier.bias"],
-    }
-    for i in range(n_layers):
-        h = f"vivit.layers.{i}."
-        attn = {f"{zoo}.{kind}": hf[f"{h}attention.{name}_proj.{kind}"]
-                for zoo, name in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o")) for kind in ("weight", "bias")
-                if f"{h}attention.{name}_proj.{kind}" in hf}
-        ffn = {f"{zoo}.{kind}": hf[f"{h}mlp.{name}.{kind}"]
-               for zoo, name in (("fc_in", "fc1"), ("fc_out", "fc2")) for kind in ("weight", "bias")}
-        norms = tuple(hf[f"{h}{n}.{kind}"] for n in ("layernorm_before", "layernorm_after") for kind in ("weight", "bias"))
-        out |= _block_weights(f"stack.blocks.{i}.", attn, norms, ffn)
-    return out
+    """Rename ``VivitForVideoClassification``'s weights (transformers >= 5 names) to the zoo's: they are
+    ``ViTForImageClassification``'s under ``vivit.`` (a Conv3d patchify in place of the Conv2d)."""
+    return hf_vit_state_dict(rename_parts(hf, (("vivit.", "vit."),)), n_layers)
 
 
 @torch.no_grad()

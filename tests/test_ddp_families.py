@@ -59,7 +59,13 @@ def _llava(data):  # shapes_vqa is generated: no files
             "trainer.strategy=ddp_find_unused_parameters_true"]
 
 
-FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava}
+def _vivit(data):  # moving_shapes is generated: no files
+    return ["model=vivit", "data=moving_shapes", "model.net.n_layers=1", *TINY_BLOCK, "data.batch_size=8",
+            "data.train_size=64", "data.val_size=16", "data.test_size=16"]
+
+
+FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava,
+            "vivit": _vivit}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -17,7 +17,7 @@ from omegaconf import open_dict
 from zoo.convert.common import CONF_DIR, compose_config
 
 # What the data would tell each model at start-up; the table uses these stand-ins.
-DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "pad_id": 0, "bos_id": 1,
+DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,
         "eos_id": 2, "mask_id": 3, "image_token_id": 4, "special_ids": [0, 1, 2, 3, 4], "metric": "exact_match",
         "prompt": ""}
 
@@ -104,8 +104,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--masks", type=Path, help="write each family's mask pictures into this folder")
     args = parser.parse_args()
-    print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images "
-          "stand in for the data; FLOPs are forward + backward at the full context\n"
+    print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images and "
+          f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
           "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
     if args.masks:

@@ -44,6 +44,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.block.BlockConfig",
     "zoo.nn.embedders.TokenEmbedder",
     "zoo.nn.embedders.PatchEmbedder",
+    "zoo.nn.embedders.TubeletEmbedder",
     "zoo.nn.embedders.AudioEmbedder",
     "zoo.nn.multimodal.MultimodalEmbedder",
     "zoo.nn.heads.LMHead",

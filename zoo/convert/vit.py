@@ -40,6 +40,19 @@ def _block_weights(z: str, attn: dict[str, Tensor], norms: tuple[Tensor, ...], f
     return out
 
 
+def hf_block_weights(hf: dict[str, Tensor], h: str, z: str, attn: dict[str, str], ffn: dict[str, str],
+                     norms: tuple[str, str] = ("layernorm_before", "layernorm_after")) -> dict[str, Tensor]:
+    """One Hugging Face ViT-style layer (prefix ``h``) as the zoo Block at ``z``: ``attn`` maps the
+    zoo's q/k/v/out to the layer's module names, ``ffn`` fc_in/fc_out, ``norms`` the two LayerNorms.
+    Biases the layer lacks (e.g. VideoMAE's key) are left out."""
+    def pick(names: dict[str, str]) -> dict[str, Tensor]:
+        return {f"{zoo}.{kind}": hf[f"{h}{name}.{kind}"]
+                for zoo, name in names.items() for kind in ("weight", "bias") if f"{h}{name}.{kind}" in hf}
+
+    return _block_weights(z, pick(attn), tuple(hf[f"{h}{n}.{kind}"] for n in norms for kind in ("weight", "bias")),
+                          pick(ffn))
+
+
 # ---------------------------------------------------------------- Hugging Face
 
 def vit_config_overrides(hf_config) -> list[str]:
@@ -66,15 +79,9 @@ def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]
         "head.proj.weight": hf["classifier.weight"],
         "head.proj.bias": hf["classifier.bias"],
     }
+    attn = {zoo: f"attention.{name}_proj" for zoo, name in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o"))}
     for i in range(n_layers):
-        h = f"vit.layers.{i}."
-        attn = {f"{zoo}.{kind}": hf[f"{h}attention.{name}_proj.{kind}"]
-                for zoo, name in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o")) for kind in ("weight", "bias")
-                if f"{h}attention.{name}_proj.{kind}" in hf}
-        ffn = {f"{zoo}.{kind}": hf[f"{h}mlp.{name}.{kind}"]
-               for zoo, name in (("fc_in", "fc1"), ("fc_out", "fc2")) for kind in ("weight", "bias")}
-        norms = tuple(hf[f"{h}{n}.{kind}"] for n in ("layernorm_before", "layernorm_after") for kind in ("weight", "bias"))
-        out |= _block_weights(f"stack.blocks.{i}.", attn, norms, ffn)
+        out |= hf_block_weights(hf, f"vit.layers.{i}.", f"stack.blocks.{i}.", attn, {"fc_in": "mlp.fc1", "fc_out": "mlp.fc2"})
     return out
 
 

@@ -169,3 +169,56 @@ class AudioEmbedder(nn.Module):
         if self.positions is not None:
             x = x + self.positions(x.shape[1], start)
         return self.dropout(x)
+
+
+class TubeletEmbedder(nn.Module):
+    """Videos -> tubelet vectors: a Conv3d patchify over tubelets of ``tubelet_size`` frames x
+    ``patch_size`` x ``patch_size`` pixels (kernel = stride), an optional CLS token in front,
+    positions, dropout.
+
+    ViViT (Arnab et al. 2021, Hugging Face's "model 1", spatio-temporal attention): CLS and
+    learned positions. VideoMAE (Tong et al. 2022): no CLS, the fixed interleaved sinusoid table.
+    The vectors run in time-major order (tubelet t, row, column), as the Conv3d output flattens.
+    """
+
+    def __init__(
+        self,
+        frames: int,
+        image_size: int,
+        tubelet_size: int,
+        patch_size: int,
+        d_model: int,
+        channels: int = 3,
+        cls_token: bool = True,
+        positions: str = "learned",
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        if frames % tubelet_size:
+            raise ValueError(f"{frames} frames are not divisible by the tubelet's {tubelet_size} frames")
+        if image_size % patch_size:
+            raise ValueError(f"image size {image_size} is not divisible by patch size {patch_size}")
+        if positions not in ("learned", "sinusoidal"):
+            raise ValueError(f"unknown tubelet positions {positions!r}: expected learned or sinusoidal")
+        self.shape = (frames, channels, image_size, image_size)  # (T, C, H, W) of one clip
+        self.n_tubelets = (frames // tubelet_size) * (image_size // patch_size) ** 2
+        size = (tubelet_size, patch_size, patch_size)
+        self.patchify = nn.Conv3d(channels, d_model, kernel_size=size, stride=size)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if cls_token else None
+        self.max_len = self.n_tubelets + int(cls_token)  # the whole (fixed) sequence
+        self.positions = make_positions(positions, self.max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def output_length(self, videos: Tensor) -> int:
+        """Vectors per clip: the tubelets, and the CLS token."""
+        return self.max_len
+
+    def forward(self, videos: Tensor, start: int = 0) -> Tensor:
+        """videos (B, T, C, H, W) -> (B, [1 +] N, D), N = T / t * (H / p)^2."""
+        if tuple(videos.shape[1:]) != self.shape:
+            raise ValueError(f"video clips of shape {tuple(videos.shape[1:])} (frames, channels, height, width), "
+                             f"the model expects {self.shape}")
+        x = self.patchify(videos.transpose(1, 2)).flatten(2).transpose(1, 2)  # Conv3d reads (B, C, T, H, W)
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+        return self.dropout(x + self.positions(x.shape[1]))

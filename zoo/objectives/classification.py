@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from timm.data import Mixup
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
+from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
 from zoo.plots import plot_confusion
+
+# Test views: the test inputs transformed, each scored as ``test/acc_<name>`` (what the model
+# does without what the view takes away). Chosen by name, so a checkpoint names no code.
+TEST_VIEWS = {"shuffled_frames": shuffle_frames}  # video clips (B, T, ...) with their frames in random order
 
 
 class Classification(Objective):
@@ -26,17 +32,25 @@ class Classification(Objective):
         class_names: the classes' names (the confusion matrix's labels, the attention maps' titles).
         pixel_mean, pixel_std: the data's per-channel normalisation, so that a checkpoint can
             read an image file the way it read its training images.
+        test_views: names from :data:`TEST_VIEWS`; the test pass also reports the accuracy on
+            each view of its inputs as ``test/acc_<name>`` (randomness seeded by the batch index).
 
     The test pass leaves ``confusion.png`` (the test set's confusion matrix) in the run directory.
     """
 
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,
-                 pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None, **kwargs):
+                 pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None,
+                 test_views: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        test_views = list(plain(test_views) or [])
+        unknown = sorted(set(test_views) - set(TEST_VIEWS))
+        if unknown:
+            raise ValueError(f"unknown test_views {unknown}: expected names from {sorted(TEST_VIEWS)}")
         # stored in checkpoints too, so that ``Classification.load_from_checkpoint`` rebuilds this module
         self.hparams.update(num_classes=num_classes, label_smoothing=label_smoothing, mixup=plain(mixup),
-                            class_names=plain(class_names), pixel_mean=plain(pixel_mean), pixel_std=plain(pixel_std))
+                            class_names=plain(class_names), pixel_mean=plain(pixel_mean), pixel_std=plain(pixel_std),
+                            test_views=test_views)
         self.num_classes, self.label_smoothing = num_classes, label_smoothing
         # timm's Mixup folds the label smoothing into the soft targets it makes.
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)
@@ -45,6 +59,7 @@ class Classification(Objective):
         for split, metric in self.accuracy.items():  # registered so they move with the module
             self.add_module(f"{split}_accuracy", metric)
         self.confusion = MulticlassConfusionMatrix(num_classes)
+        self.view_accuracy = nn.ModuleDict({name: MulticlassAccuracy(num_classes, average="micro") for name in test_views})
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, labels = batch
@@ -76,7 +91,12 @@ class Classification(Objective):
         self._evaluate(batch, "val")
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self.confusion.update(self._evaluate(batch, "test"), batch[1])
+        inputs, labels = batch
+        self.confusion.update(self._evaluate(batch, "test"), labels)
+        for name, accuracy in self.view_accuracy.items():
+            view = TEST_VIEWS[name](inputs, torch.Generator().manual_seed(batch_idx))
+            accuracy(self.forward_net(view).float(), labels)
+            self.log(f"test/acc_{name}", accuracy)
 
     def on_test_epoch_end(self) -> None:
         super().on_test_epoch_end()

@@ -282,3 +282,12 @@ def test_translate_refuses_an_empty_source(tmp_path):
         main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
     with pytest.raises(ValueError, match=r"text='  ' is empty"):
         main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text=  "])
+
+
+def test_a_per_layer_mask_checkpoint_loads(tmp_path):
+    """PerLayer is on the allow-list: a checkpoint with a per-layer mask pattern reads back."""
+    masks = "[{_target_:zoo.nn.masks.CausalMask},{_target_:zoo.nn.masks.PrefixLMMask}]"
+    objective = objective_of("gpt", "model.net.mask._target_=zoo.nn.masks.PerLayer", f"+model.net.mask.masks={masks}",
+                             "model.net.n_layers=2")
+    loaded = load(save_objective(objective, tmp_path / "per_layer.ckpt"), accepts=("lm",), command="this test")
+    assert [type(m).__name__ for m in loaded.net.stack.layer_masks] == ["CausalMask", "PrefixLMMask"]

@@ -170,6 +170,8 @@ def test_a_per_layer_pattern_comes_from_the_model_config():
     masks = "[{_target_:zoo.nn.masks.CausalMask},{_target_:zoo.nn.masks.PrefixLMMask}]"
     pattern = ["model.net.mask._target_=zoo.nn.masks.PerLayer", f"+model.net.mask.masks={masks}"]
     net = build_net("gpt", [*pattern, "model.net.n_layers=3"], {"vocab_size": VOCAB})
-    assert net.stack.layer_masks == [CausalMask(), PrefixLMMask(), CausalMask()]
+    # types, not only ==: a config object left un-instantiated would compare equal to the mask
+    assert [type(m) for m in net.stack.layer_masks] == [CausalMask, PrefixLMMask, CausalMask]
+    assert net(torch.randint(0, VOCAB, (1, 8))).shape == (1, 8, VOCAB)  # and the masks run
     with pytest.raises(Exception, match="pattern of 2 masks for a stack of 1 layers"):
         build_net("gpt", [*pattern, "model.net.n_layers=1"], {"vocab_size": VOCAB})

@@ -6,14 +6,13 @@ padding of the keys, when the batch has any) and returns what
 ``attention`` takes: ``(mask or None, is_causal)``. A plain causal mask with no
 padding returns ``(None, True)`` so that the fused causal kernels run.
 
-Mask classes are frozen dataclasses: two masks with the same settings are equal,
+Masks compare by value (:class:`Mask`): two masks with the same settings are equal,
 so a stack whose layers differ (:func:`per_layer`) builds one attention context per
 distinct mask, not per layer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -42,8 +41,24 @@ def _and(a: Tensor | None, b: Tensor | None) -> Tensor | None:
     return a if b is None else a & b
 
 
-@dataclass(frozen=True)
-class NoMask:
+class Mask:
+    """What every mask class shares: equality and hashing by type and settings (its attributes).
+
+    Plain classes, not dataclasses, on purpose: OmegaConf turns a dataclass instance inside a
+    config list (a :class:`PerLayer` pattern) back into a config object, which is not callable
+    (and compares equal to the dataclass, hiding the mistake)."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(sorted(vars(self).items()))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+class NoMask(Mask):
     """Everyone sees everyone, except padding (ViT, BERT, encoders)."""
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
@@ -54,8 +69,7 @@ class NoMask:
 PaddingMask = NoMask  # the bidirectional mask: it only ever hides padding
 
 
-@dataclass(frozen=True)
-class CausalMask:
+class CausalMask(Mask):
     """Each position sees itself and the past (GPT, decoders)."""
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
@@ -66,8 +80,7 @@ class CausalMask:
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 
-@dataclass(frozen=True)
-class PrefixLMMask:
+class PrefixLMMask(Mask):
     """Bidirectional over a prefix (image + prompt), causal over the rest."""
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
@@ -78,8 +91,7 @@ class PrefixLMMask:
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 
-@dataclass(frozen=True)
-class PerLayer:
+class PerLayer(Mask):
     """Masks that differ by layer: ``masks`` repeated over the layers of a stack and cut at
     its last layer, e.g. [local, local, global] (GPT-Neo alternates two; ModernBERT's 22
     layers have a global one every third). In a config::
@@ -89,10 +101,8 @@ class PerLayer:
           masks: [{_target_: zoo.nn.masks.CausalMask}, {_target_: zoo.nn.masks.NoMask}]
     """
 
-    masks: tuple
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "masks", tuple(self.masks))  # a config's list: hashable, immutable
+    def __init__(self, masks) -> None:
+        self.masks = tuple(masks)  # a config's list: hashable
         if not self.masks:
             raise ValueError("PerLayer needs at least one mask")
 

@@ -1,0 +1,127 @@
+"""Resume is exact: the training data is one global stream (zoo.data.sampler.GlobalOrder), so a run
+resumed with more steps, or on another number of processes or nodes, continues at the same global
+sample and trains like an uninterrupted run."""
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TINY_GPT, run_train
+from zoo.data.sampler import GlobalOrder
+from zoo.data.tinyshakespeare import TinyShakespeare
+from zoo.data.windows import RandomWindows
+
+QUICK = [*TINY_GPT, "test=false", "model.sample_tokens=0"]
+
+
+def _losses(run_dir) -> dict[int, float]:
+    with open(run_dir / "metrics.csv") as f:
+        return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+def _global_steps(order_of_rank: list[GlobalOrder]) -> list[set[int]]:
+    """The items of each global step, all ranks together."""
+    return [set().union(*step) for step in zip(*[list(o) for o in order_of_rank])]
+
+
+@pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, False), (True, True)])
+def test_a_global_step_holds_the_same_items_for_any_number_of_processes(shuffle, drop_last):
+    def orders(world: int) -> list[GlobalOrder]:
+        return [GlobalOrder(50, 8, world, rank, shuffle, 3, drop_last) for rank in range(world)]
+
+    one = _global_steps(orders(1))
+    assert len(one) == (6 if drop_last else 7) == len(orders(2)[0])
+    assert _global_steps(orders(2)) == _global_steps(orders(4)) == one
+    # every rank gets as many items; the last partial step (50 = 6 * 8 + 2) is padded with its own items
+    four = [list(o) for o in orders(4)]
+    assert [len(b) for b in four[0]] == [len(b) for b in four[3]] == [2] * 6 + ([] if drop_last else [1])
+    assert drop_last or four[2][-1] == four[0][-1]
+
+
+def test_a_position_saved_under_two_processes_continues_under_one_across_epochs():
+    first = [GlobalOrder(50, 8, 2, rank, True, 3, True) for rank in range(2)]
+    for order in first:  # 4 of the 6 steps of epoch 0
+        for _, __ in zip(range(4), order):
+            pass
+    state = first[0].state_dict()
+    assert state == first[1].state_dict() == {"position": 32, "world_size": 2, "step_size": 8}
+    resumed, straight = GlobalOrder(50, 8, 1, 0, True, 3, True), GlobalOrder(50, 8, 1, 0, True, 3, True)
+    resumed.load_state_dict(state)
+    rest = [set(b) for b in resumed] + [set(b) for b in resumed]  # the rest of epoch 0, then epoch 1
+    whole = [set(b) for b in straight] + [set(b) for b in straight]
+    assert rest == whole[4:] and whole[6] != whole[0]  # epoch 1 is another permutation
+
+
+def test_per_process_batches_refuse_another_number_of_processes():
+    order = GlobalOrder(20, 2, 1, 0, True, 0, False, batched=False)
+    with pytest.raises(ValueError, match="saved under 2 processes .* under 1"):
+        order.load_state_dict({"position": 4, "world_size": 2, "step_size": 2})
+
+
+@pytest.mark.slow
+def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir):
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    common = [*QUICK, "optim.decay_steps=60"]  # the 60-step run's LR schedule in both
+    run_train(straight, shakespeare_dir, *common, "trainer.max_steps=60")
+    run_train(run, shakespeare_dir, *common, "trainer.max_steps=40")
+    run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    a, b = _losses(straight), _losses(run)
+    assert sorted(b) == list(range(40, 60))  # the resumed run's log
+    for step in b:
+        assert b[step] == pytest.approx(a[step], abs=1e-6), step
+
+
+# --- several processes and nodes: a global batch of 8 windows, 6 + 6 steps ---------------------------
+
+DDP = [*QUICK, "data.batch_size=8", "optim.decay_steps=12"]  # the LR schedule of the 12-step run
+STEPS = 12
+
+
+TRAINER = {1: ["trainer=cpu"], 2: ["trainer=ddp_cpu", "trainer.devices=2"]}
+
+
+def _logged(run_dir, *extra: str) -> list[str]:
+    return [*extra, "+callbacks.sample_log._target_=tests.sample_log.SampleLog",
+            f"+callbacks.sample_log.path={run_dir.parent / (run_dir.name + '.samples')}"]
+
+
+def _sample_indices(run_dir, shakespeare_dir, tmp_path) -> dict[int, set[int]]:
+    """Global step -> the indices (into the training windows) its batch held, all ranks together."""
+    data = TinyShakespeare(str(shakespeare_dir), str(tmp_path / "dm"), 8, 32, STEPS, 2, check=False)
+    data.setup()
+    windows = RandomWindows(data.splits["train"], 32, STEPS * 8, 1337)
+    index = {tuple(windows[i][0].tolist()): i for i in range(len(windows))}
+    steps: dict[int, set[int]] = {}
+    for log in run_dir.parent.glob(run_dir.name + ".samples.rank*"):
+        for line in log.read_text().splitlines():
+            step, *tokens = map(int, line.split())
+            steps.setdefault(step, set()).add(index[tuple(tokens)])
+    return steps
+
+
+def _straight_run(tmp_path, shakespeare_dir, world: int) -> tuple[dict[int, float], dict[int, set[int]]]:
+    """Losses and sample indices of an uninterrupted 12-step run on ``world`` processes."""
+    run = tmp_path / f"straight{world}"
+    run_train(run, shakespeare_dir, *_logged(run, *DDP, f"trainer.max_steps={STEPS}", *TRAINER[world]))
+    return _losses(run), _sample_indices(run, shakespeare_dir, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
+def test_resume_under_another_number_of_processes(tmp_path, shakespeare_dir, before, after):
+    run = tmp_path / "run"
+    run_train(run, shakespeare_dir, *DDP, "trainer.max_steps=6", *TRAINER[before])
+    run_train(run, shakespeare_dir, *_logged(run, *DDP, f"trainer.max_steps={STEPS}", *TRAINER[after],
+                                             f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
+    losses, samples = _losses(run), _sample_indices(run, shakespeare_dir, tmp_path)
+    want_losses, want_samples = _straight_run(tmp_path, shakespeare_dir, after)
+    assert sorted(samples) == list(range(6, STEPS))
+    assert samples == {s: want_samples[s] for s in range(6, STEPS)}
+    for step in range(6, STEPS):
+        assert losses[step] == pytest.approx(want_losses[step], rel=1e-4), step

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,84 @@ def test_resume_under_another_number_of_processes(tmp_path, shakespeare_dir, bef
     assert samples == {s: want_samples[s] for s in range(6, STEPS)}
     for step in range(6, STEPS):
         assert losses[step] == pytest.approx(want_losses[step], rel=1e-4), step
+
+
+# --- two nodes on this machine: torchrun, one process each, over the loopback ------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node(run_dir, shakespeare_dir, node_rank: int, port: int, *overrides: str) -> subprocess.Popen:
+    """One node of a 2-node run: ``torchrun --nnodes 2 --nproc-per-node 1`` in its own session."""
+    env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(run_dir.parent / "cache"),
+               PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+           "--node-rank", str(node_rank), "--master-addr", "127.0.0.1", "--master-port", str(port),
+           str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", "trainer=ddp_cpu", "trainer.num_nodes=2",
+           "trainer.devices=1", *overrides]
+    return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _two_nodes(run_dir, shakespeare_dir, *overrides: str) -> None:
+    port = _free_port()
+    nodes = [_node(run_dir, shakespeare_dir, rank, port, *overrides) for rank in (0, 1)]
+    outputs = [node.communicate(timeout=600)[0] for node in nodes]
+    for node, out in zip(nodes, outputs):
+        assert node.returncode == 0, out[-5000:]
+
+
+@pytest.mark.slow
+def test_two_nodes_train_and_resume_like_two_processes(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    _two_nodes(run, shakespeare_dir, *DDP, "trainer.max_steps=6")
+    _two_nodes(run, shakespeare_dir, *_logged(run, *DDP, f"trainer.max_steps={STEPS}",
+                                              f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
+    want_losses, want_samples = _straight_run(tmp_path, shakespeare_dir, 2)
+    losses, samples = _losses(run), _sample_indices(run, shakespeare_dir, tmp_path)
+    assert sorted(losses) == list(range(6, STEPS)) and samples == {s: want_samples[s] for s in range(6, STEPS)}
+    for step in losses:
+        assert losses[step] == pytest.approx(want_losses[step], rel=1e-4), step
+    # one run directory, written by global rank 0: no per-rank copies of logs, configs or checkpoints
+    names = sorted(p.name for p in run.iterdir())
+    assert not [n for n in names if "process_1" in n or "rank" in n], names
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["last.ckpt"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["dies", "hangs"])
+def test_a_node_that_dies_or_hangs_stops_the_other(tmp_path, shakespeare_dir, fault):
+    run, port = tmp_path / "run", _free_port()
+    overrides = _logged(run, *DDP, "trainer.max_steps=100000", "trainer.strategy.timeout.seconds=20")
+    nodes = [_node(run, shakespeare_dir, rank, port, *overrides) for rank in (0, 1)]
+    log = run.parent / "run.samples.rank0"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and len(log.read_text().splitlines()) > 40) and time.monotonic() < deadline:
+        assert nodes[0].poll() is None and nodes[1].poll() is None, "a node stopped before training"
+        time.sleep(1)
+    # node 1 dies (its torchrun agent and its worker) or hangs (stopped, its connections left open)
+    _signal_tree(nodes[1].pid, signal.SIGKILL if fault == "dies" else signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        out = nodes[0].communicate(timeout=120)[0]
+    finally:
+        _signal_tree(nodes[0].pid, signal.SIGKILL)
+        _signal_tree(nodes[1].pid, signal.SIGKILL)
+    assert nodes[0].returncode != 0 and time.monotonic() - stopped < 90
+    # gloo names the cause: "Connection closed by peer" / "Read error ...: Connection reset by peer", or,
+    # for a node that hangs, the collective's timeout: "Timed out waiting 20000ms for recv operation"
+    assert ("by peer" if fault == "dies" else "Timed out waiting 20000ms") in out, out[-3000:]
+
+
+def _signal_tree(pid: int, sig: int) -> None:
+    """Signal a process and its descendants (torchrun starts its workers in sessions of their own)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        os.kill(pid, sig)
+    except (FileNotFoundError, ProcessLookupError):
+        return
+    for child in children:
+        _signal_tree(int(child), sig)

@@ -66,9 +66,11 @@ def test_per_process_batches_refuse_another_number_of_processes():
 
 
 @pytest.mark.slow
-def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir):
+@pytest.mark.parametrize("val_every", [20, 250])  # last.ckpt written at the validation of step 40 / at the end
+def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir, val_every):
     straight, run = tmp_path / "straight", tmp_path / "run"
-    common = [*QUICK, "optim.decay_steps=60"]  # the 60-step run's LR schedule in both
+    # the 60-step run's LR schedule in both
+    common = [*QUICK, "optim.decay_steps=60", f"trainer.val_check_interval={val_every}"]
     run_train(straight, shakespeare_dir, *common, "trainer.max_steps=60")
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=40")
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")

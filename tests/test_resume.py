@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from conftest import ROOT, TINY_GPT, run_train
 from zoo.data.sampler import GlobalOrder
@@ -57,6 +58,21 @@ def test_a_position_saved_under_two_processes_continues_under_one_across_epochs(
     rest = [set(b) for b in resumed] + [set(b) for b in resumed]  # the rest of epoch 0, then epoch 1
     whole = [set(b) for b in straight] + [set(b) for b in straight]
     assert rest == whole[4:] and whole[6] != whole[0]  # epoch 1 is another permutation
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_state_holds_the_position_of_the_last_batch_it_gave(workers):
+    """With workers, indices run ahead of the batches given out: the saved position must not."""
+    def loader() -> StatefulDataLoader:
+        return StatefulDataLoader(list(range(40)), batch_sampler=GlobalOrder(40, 4, 1, 0, True, 5, False),
+                                  num_workers=workers)
+
+    first, straight = loader(), [b.tolist() for b in loader()]
+    batches = iter(first)
+    given = [next(batches).tolist() for _ in range(3)]
+    resumed = loader()
+    resumed.load_state_dict(first.state_dict())
+    assert given + [b.tolist() for b in resumed] == straight
 
 
 def test_per_process_batches_refuse_another_number_of_processes():

@@ -38,7 +38,7 @@ class Throughput(ThroughputMonitor):
 
 
 class StopOnNonFinite(L.Callback):
-    """Stops the run at the first non-finite training loss or validation metric, naming the step
+    """Stops the run at the first non-finite training loss or monitored validation metric, naming the step
     and the last finite training loss, and refuses to save a checkpoint that holds a non-finite
     weight, so that neither ``last.ckpt`` nor the best checkpoint is ever overwritten by a diverged
     model (train.py adds it unless ``detect_nan=false``; Lightning runs ModelCheckpoint's hooks

@@ -1,7 +1,8 @@
-"""Callbacks the training configs add: throughput and model FLOPs utilisation."""
+"""Callbacks the training adds: throughput and model FLOPs utilisation; the stop on a non-finite loss."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import lightning as L
@@ -34,3 +35,48 @@ class Throughput(ThroughputMonitor):
         for throughput in self._throughputs.values():
             throughput.available_flops = peak
         rank_zero_info(f"MFU is measured against {peak / 1e12:.2f} TFLOP/s per device ({source})")
+
+
+class StopOnNonFinite(L.Callback):
+    """Stops the run at the first non-finite training loss or monitored validation metric, naming the step
+    and the last finite training loss, and refuses to save a checkpoint that holds a non-finite
+    weight, so that neither ``last.ckpt`` nor the best checkpoint is ever overwritten by a diverged
+    model (train.py adds it unless ``detect_nan=false``; Lightning runs ModelCheckpoint's hooks
+    after this one's). Under DDP the ranks decide together, so that none is left waiting."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.last: tuple[int, float] | None = None  # (step, loss) of the last finite training loss
+
+    def _stop(self, what: str) -> FloatingPointError:
+        last = f"the last finite loss was {self.last[1]:.6g} at step {self.last[0]}" if self.last else "no finite loss yet"
+        return FloatingPointError(f"{what} ({last}); the run stops without saving a checkpoint from here on: "
+                                  f"lower optim.lr, or pass detect_nan=false to train on regardless")
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        self.step = trainer.global_step  # the step this batch's loss is logged at
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        # The mean over the ranks (what train/loss logs): not finite when any rank's is, so all ranks stop.
+        loss = (outputs["loss"] if isinstance(outputs, dict) else outputs).detach().clone().float()
+        loss = float(trainer.strategy.reduce(loss, reduce_op="mean"))
+        if not math.isfinite(loss):
+            raise self._stop(f"the training loss is {loss} at step {self.step}")
+        self.last = (self.step, loss)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # The metrics the checkpoints are ranked by: a non-finite one must not be saved as last (or best).
+        monitored = {cb.monitor for cb in trainer.checkpoint_callbacks if getattr(cb, "monitor", None)}
+        metrics = trainer.callback_metrics
+        bad = {k: float(metrics[k]) for k in monitored if k in metrics and not math.isfinite(float(metrics[k]))}
+        if trainer.strategy.reduce_boolean_decision(bool(bad), all=False) and not trainer.sanity_checking:
+            raise self._stop(f"{', '.join(f'{k}={v}' for k, v in bad.items()) or 'a monitored metric is not finite'} "
+                             f"at step {self.step}")
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # Lightning writes the file after this hook: raising here leaves the earlier checkpoints as they are.
+        bad = [name for name, w in checkpoint["state_dict"].items()
+               if w.is_floating_point() and not bool(torch.isfinite(w).all())]
+        if bad:
+            raise self._stop(f"{len(bad)} weight tensors (e.g. {bad[0]}) are not finite at step {self.step}")

@@ -10,6 +10,8 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from zoo import run_dir
+from zoo.callbacks import StopOnNonFinite
 from zoo.checkpoint import check_resumable
 from zoo.plots import plot_curves
 
@@ -49,9 +51,12 @@ def build(cfg: DictConfig):
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
+    run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite)
     L.seed_everything(cfg.seed, workers=True)
     datamodule, model = build(cfg)
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
+    if cfg.detect_nan:
+        callbacks.append(StopOnNonFinite())
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments

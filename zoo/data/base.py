@@ -9,6 +9,8 @@ import torch
 from torch.utils.data import Dataset, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from zoo.data.sampler import GlobalOrder
+
 
 class ZooDataModule(L.LightningDataModule):
     """Base data module.
@@ -38,24 +40,31 @@ class ZooDataModule(L.LightningDataModule):
         return self.batch_size // world
 
     def loader(self, dataset: Dataset, shuffle: bool = False, seed: int = 0, batched: bool = True,
-               **kwargs) -> StatefulDataLoader:
+               train: bool = False, **kwargs) -> StatefulDataLoader:
         """A DataLoader whose position is saved in checkpoints, so a resumed run continues
         with the next batch rather than the start of the epoch.
 
-        Under DDP each rank takes every world_size-th item (the trainer configs set
+        Under DDP each rank takes its share of every global batch (the trainer configs set
         ``use_distributed_sampler: false``: Lightning's own sampler would shuffle the
         training data), so a global batch holds the same items as on one process.
+        ``train``: the training loader, whose order is one global stream of items
+        (zoo.data.sampler.GlobalOrder): a resumed run continues at the same global item
+        even when it trains for more steps or on another number of processes.
         ``batched=False``: each item of ``dataset`` already is one rank's batch (e.g.
         length buckets), so the loader adds no batching of its own.
         """
         trainer = self.trainer
-        sampler = None
-        if trainer is not None and trainer.world_size > 1:
-            sampler = DistributedSampler(dataset, num_replicas=trainer.world_size, rank=trainer.global_rank,
-                                         shuffle=shuffle, seed=seed)
-        elif shuffle:
-            sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed))
-        return StatefulDataLoader(
-            dataset, batch_size=self.rank_batch_size if batched else None, sampler=sampler, num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0, **kwargs,
-        )
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        rank_batch = self.rank_batch_size if batched else None
+        if train:
+            order = GlobalOrder(len(dataset), rank_batch * world if batched else world, world, rank, shuffle, seed,
+                                kwargs.pop("drop_last", False), batched)
+            picking = {"batch_sampler": order} if batched else {"sampler": order, "batch_size": None}
+        elif world > 1:
+            picking = {"batch_size": rank_batch,
+                       "sampler": DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed)}
+        else:
+            sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(seed)) if shuffle else None
+            picking = {"batch_size": rank_batch, "sampler": sampler}
+        return StatefulDataLoader(dataset, num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                                  **picking, **kwargs)

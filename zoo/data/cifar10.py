@@ -128,7 +128,7 @@ class CIFAR10(ZooDataModule):
         return InMemoryImages(images, labels, MEAN, STD)
 
     def train_dataloader(self):
-        return self.loader(self._dataset("train"), shuffle=True, drop_last=True, collate_fn=collate_batch)
+        return self.loader(self._dataset("train"), shuffle=True, train=True, drop_last=True, collate_fn=collate_batch)
 
     def val_dataloader(self):
         return self.loader(self._dataset("val"), collate_fn=collate_batch)

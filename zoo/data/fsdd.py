@@ -188,7 +188,7 @@ class FSDD(SpeechDataModule):
 
     def train_dataloader(self):
         # In order: consecutive items form the length buckets (and are random already).
-        return self.loader(self.dataset("train"), collate_fn=self._collate)
+        return self.loader(self.dataset("train"), train=True, collate_fn=self._collate)
 
     def tokenizer_texts(self) -> list[str]:
         return [" ".join(WORDS)]  # every transcript is made of these words

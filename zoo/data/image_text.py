@@ -99,7 +99,7 @@ class ImageTextData(ZooDataModule):
         return ImageTextItems(self.examples[split], self.tokenizer, self.image_size, self.resize)
 
     def _loader(self, split: str, shuffle: bool = False):
-        return self.loader(self.items(split), shuffle=shuffle, collate_fn=collate)
+        return self.loader(self.items(split), shuffle=shuffle, train=split == "train", collate_fn=collate)
 
     def train_dataloader(self):
         return self._loader("train", shuffle=True)

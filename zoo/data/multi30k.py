@@ -201,7 +201,7 @@ class Multi30k(ZooDataModule):
         batches = LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle)
         d = self.dims
         # Each dataset item is already a batch of this rank's size; under DDP the ranks take turns.
-        return self.loader(batches, shuffle=shuffle, seed=self.seed, batched=False,
+        return self.loader(batches, shuffle=shuffle, seed=self.seed, batched=False, train=split == "train",
                            collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]))
 
     def train_dataloader(self):

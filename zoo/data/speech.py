@@ -225,7 +225,7 @@ class SpeechDataModule(ZooDataModule):
         return collate(items, self.dims["bos_id"], self.dims["eos_id"], self.dims["pad_id"])
 
     def train_dataloader(self):
-        return self.loader(self.dataset("train"), shuffle=True, collate_fn=self._collate)
+        return self.loader(self.dataset("train"), shuffle=True, train=True, collate_fn=self._collate)
 
     def val_dataloader(self):
         return self.loader(self.dataset("val"), collate_fn=self._collate)

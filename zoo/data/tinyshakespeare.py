@@ -59,7 +59,7 @@ class TinyShakespeare(ZooDataModule):
 
     def train_dataloader(self):
         windows = RandomWindows(self.splits["train"], self.block_size, self.train_batches * self.batch_size, self.seed)
-        return self.loader(windows)
+        return self.loader(windows, train=True)
 
     def val_dataloader(self):
         windows = RandomWindows(self.splits["val"], self.block_size, self.val_batches * self.batch_size, self.seed + 1)

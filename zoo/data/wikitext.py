@@ -183,7 +183,7 @@ class WikiText(ZooDataModule):
                      "cls_id": ids["[CLS]"], "sep_id": ids["[SEP]"], "special_ids": sorted(ids.values())}
 
     def train_dataloader(self):
-        return self.loader(self.splits["train"], shuffle=True, drop_last=True)
+        return self.loader(self.splits["train"], shuffle=True, train=True, drop_last=True)
 
     def val_dataloader(self):
         return self.loader(self.splits["val"])

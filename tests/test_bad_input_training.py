@@ -1,0 +1,91 @@
+"""Faults in training: a diverging run stops without saving non-finite weights; a run directory
+that holds a run is never silently reused."""
+
+import csv
+import math
+
+import pytest
+import torch
+
+from conftest import TINY_GPT, run_train
+from zoo.run_dir import claim
+
+QUICK = [*TINY_GPT, "test=false", "model.sample_tokens=0"]
+DIVERGE = ["optim.lr=1e3", "optim.warmup_steps=0", "trainer.val_check_interval=1", "trainer.max_steps=8"]
+
+
+def _finite(path) -> bool:
+    weights = torch.load(path, weights_only=True)["state_dict"].values()
+    return all(bool(torch.isfinite(w).all()) for w in weights if w.is_floating_point())
+
+
+def test_non_finite_loss_stops_the_run_and_saves_no_non_finite_weights(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    with pytest.raises(AssertionError) as failed:
+        run_train(run, shakespeare_dir, *QUICK, *DIVERGE)
+    message = str(failed.value)
+    assert "FloatingPointError" in message and "at step" in message, message[-2000:]
+    assert "detect_nan=false" in message
+    saved = sorted((run / "checkpoints").glob("*.ckpt"))
+    assert saved, "the steps before the divergence saved a checkpoint"
+    assert all(_finite(p) for p in saved), saved
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    step = int(message.split("at step ")[1].split()[0].rstrip(":"))
+    assert last["global_step"] <= step  # an earlier step's checkpoint, left as it was
+
+
+@pytest.mark.slow
+def test_detect_nan_false_trains_on(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    run_train(run, shakespeare_dir, *QUICK, *DIVERGE, "detect_nan=false")  # all 8 steps, on NaN
+    with open(run / "metrics.csv") as f:
+        losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert len(losses) == 8 and math.isnan(losses[-1])
+
+
+def _earlier_run(run):
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("earlier: run\n")
+    (run / "metrics.csv").write_text("step,train/loss\n0,9.0\n")
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"the earlier run's")
+
+
+def test_a_second_run_into_a_run_directory_stops(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    _earlier_run(run)
+    with pytest.raises(AssertionError, match=r"already holds a run \(config.yaml, metrics.csv, checkpoints\)"):
+        run_train(run, shakespeare_dir, *QUICK, "trainer.max_steps=2", timeout=120)
+    assert (run / "config.yaml").read_text() == "earlier: run\n"
+    assert (run / "checkpoints" / "last.ckpt").read_bytes() == b"the earlier run's"
+
+
+def test_overwrite_removes_the_earlier_run_first(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    _earlier_run(run)
+    run_train(run, shakespeare_dir, *QUICK, "trainer.max_steps=2", "trainer.val_check_interval=2", "overwrite=true")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best-step=2.ckpt", "last.ckpt"]
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    assert "earlier" not in (run / "config.yaml").read_text()
+    assert "9.0" not in (run / "metrics.csv").read_text()
+
+
+def test_run_directory_check(tmp_path, monkeypatch):
+    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    run = tmp_path / "run"
+    claim(run, None, overwrite=False)  # nothing there yet
+    _earlier_run(run)
+    with pytest.raises(FileExistsError, match="pass overwrite=true"):
+        claim(run, str(tmp_path / "other" / "checkpoints" / "last.ckpt"), overwrite=False)
+    claim(run, str(run / "checkpoints" / "last.ckpt"), overwrite=False)  # resumes this run
+    # the processes a launcher starts into the run re-enter its directory by design
+    for var, value in [("LOCAL_RANK", "1"), ("NODE_RANK", "1"), ("RANK", "1"), ("SLURM_PROCID", "3")]:
+        monkeypatch.setenv(var, value)
+        claim(run, None, overwrite=False)
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    with pytest.raises(FileExistsError):
+        claim(run, None, overwrite=False)
+    claim(run, None, overwrite=True)
+    assert not (run / "checkpoints").exists() and not (run / "config.yaml").exists()

@@ -83,8 +83,9 @@ def test_optuna_sweep_runs_trials_and_reports_the_best(tmp_path, shakespeare_dir
     trials = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
     assert [p.name for p in trials] == ["0", "1"]  # each trial in its own run directory
     assert all((p / "checkpoints" / "last.ckpt").exists() for p in trials)
-    lrs = [yaml.safe_load((p / "config.yaml").read_text())["optim"]["lr"] for p in trials]
-    assert lrs[0] != lrs[1]  # the sampler varied the parameters
+    optims = [yaml.safe_load((p / "config.yaml").read_text())["optim"] for p in trials]
+    assert optims[0]["lr"] != optims[1]["lr"]  # the sampler varied the parameters
+    assert all(o["min_lr"] == pytest.approx(0.1 * o["lr"]) for o in optims)  # and min_lr follows lr
     best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     assert "optim.lr" in best["best_params"] and best["best_value"] > 0
     assert "Best parameters" in out.stdout + out.stderr

@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import Dataset, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from zoo.data.checks import positive_int
 from zoo.data.sampler import GlobalOrder
 
 
@@ -26,7 +27,8 @@ class ZooDataModule(L.LightningDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, num_workers: int = 0):
         super().__init__()
         self.data_dir, self.cache_dir = Path(data_dir), Path(cache_dir)
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.batch_size = positive_int(batch_size, "data.batch_size")  # one check for every data module
+        self.num_workers = num_workers
         self.dims: dict = {}
         self.tokenizer = None
 

@@ -21,7 +21,6 @@ import torchvision
 from torch import Tensor
 
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int
 from zoo.data.images import InMemoryImages, collate_batch, decode_image_folder
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -60,7 +59,7 @@ class CIFAR10(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, val_size: int = 5000, seed: int = 1337,
                  crop_padding: int = 4, flip: bool = True, randaugment: str | None = None,
                  download: bool = True, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         self.val_size, self.seed, self.download = val_size, seed, download
         self.augmentation = {"crop_padding": crop_padding, "flip": flip, "randaugment": randaugment}
         self.folder = self.data_dir / "cifar10"

@@ -18,7 +18,6 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int
 from zoo.data.images import to_tensor
 from zoo.data.tokenizers import WordTokenizer
 
@@ -85,7 +84,7 @@ class ImageTextData(ZooDataModule):
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
                  num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         self.image_size, self.resize = image_size, resize
         self.examples: dict[str, list[Example]] = {}
 

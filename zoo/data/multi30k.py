@@ -22,7 +22,7 @@ from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int, utf8_text
+from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer, train_bpe
@@ -140,7 +140,7 @@ class Multi30k(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
                  vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",
                  seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if {src, tgt} != {"de", "en"}:
             raise ValueError(f"Multi30k task 1 has de and en; got src={src!r}, tgt={tgt!r}")
         self.src, self.tgt, self.vocab_size, self.max_len = src, tgt, vocab_size, max_len

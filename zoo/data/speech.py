@@ -23,7 +23,6 @@ from torch.utils.data import Dataset
 
 from zoo.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int
 from zoo.data.tokenizers import CharTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder
 
@@ -174,7 +173,7 @@ class SpeechDataModule(ZooDataModule):
                  bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
                  skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
                  num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if tokenizer not in ("char", "bpe"):
             raise ValueError(f"data.tokenizer={tokenizer!r}: expected 'char' or 'bpe'")
         self.tokenizer_kind, self.bpe_vocab_size = tokenizer, bpe_vocab_size

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int, utf8_text
+from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.data.tokenizers import CharTokenizer
 from zoo.data.windows import RandomWindows
@@ -32,7 +32,7 @@ class TinyShakespeare(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
                  train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
                  num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         self.block_size, self.seed, self.check = block_size, seed, check
         self.train_batches, self.val_batches = train_batches, val_batches
         self.path = self.data_dir / "tinyshakespeare" / "input.txt"

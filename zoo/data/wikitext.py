@@ -22,7 +22,6 @@ from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
-from zoo.data.checks import positive_int
 from zoo.data.download import ensure_file
 from zoo.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer
@@ -115,7 +114,7 @@ class WikiText(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, name: str = "wikitext-2",
                  seq_len: int = 128, vocab_size: int = 8192, wrap: bool = True, lowercase: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, positive_int(batch_size, "data.batch_size"), num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if name not in ARCHIVES:
             raise ValueError(f"data.name={name!r}: expected one of {sorted(ARCHIVES)}")
         self.name, self.seq_len, self.vocab_size, self.wrap = name, seq_len, vocab_size, wrap

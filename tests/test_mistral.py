@@ -1,5 +1,5 @@
 """The Mistral preset: exact against Hugging Face with a sliding window that cuts, rolling-cache
-decoding, and trainable with train.py's objective."""
+decoding."""
 
 from __future__ import annotations
 
@@ -64,21 +64,3 @@ def test_mistral_preset_is_llama_under_a_window_shorter_than_the_context():
     big = compose_config(["model=mistral_7b"]).model.net
     assert (big.n_layers, big.block.d_model, big.mask.window) == (32, 4096, 4096)
 
-
-def test_train_mistral_on_shakespeare_few_steps(tmp_path):
-    from omegaconf import open_dict
-
-    from zoo.training import train
-
-    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
-    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text("First Citizen:\nBefore we proceed.\n" * 200)
-    cfg = compose_config([
-        "model=mistral", "data=tinyshakespeare", "data.check=false", f"paths.data_dir={tmp_path / 'data'}",
-        f"paths.output_dir={tmp_path / 'out'}", "trainer.max_steps=3", "trainer.val_check_interval=3",
-        "trainer.limit_val_batches=1", "data.val_batches=1", "data.batch_size=2", "+model.sample_tokens=5",
-        "+trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-    ])
-    with open_dict(cfg):
-        cfg.paths.output_dir = str(tmp_path / "out")
-    metrics = train(cfg)
-    assert torch.isfinite(torch.tensor(metrics["test/loss"]))

@@ -16,7 +16,7 @@ from zoo.flops import attention_flops, linear_flops, training_flops
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
-from zoo.nn.masks import NoMask, per_layer
+from zoo.nn.masks import Mask, NoMask, per_layer
 from zoo.nn.norms import make_norm
 from zoo.nn.positions import RotaryEmbedding
 
@@ -131,6 +131,9 @@ class Model(nn.Module):
         self.rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
         self.bias = bias
         self.context, self.n_layers = context, n_layers
+        for layer_mask in self.stack.layer_masks:
+            if isinstance(layer_mask, Mask):
+                layer_mask.check_context(context)
         init_weights(self, init_std, n_layers)
         if tie_embeddings:
             head.tie(embedder.tokens)
@@ -159,7 +162,8 @@ class Model(nn.Module):
         return self.head(x if keep is None else x[keep])
 
     def new_cache(self) -> KVCache:
-        return KVCache(self.n_layers)
+        """An empty cache; layers whose mask sees only the latest keys get a rolling buffer."""
+        return KVCache(self.n_layers, [getattr(m, "cache_keep", None) for m in self.stack.layer_masks])
 
     def num_params(self, embedding: bool = True) -> int:
         """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""

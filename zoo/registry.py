@@ -54,6 +54,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.masks.PaddingMask",
     "zoo.nn.masks.CausalMask",
     "zoo.nn.masks.PrefixLMMask",
+    "zoo.nn.masks.LocalMask",
     "zoo.nn.masks.PerLayer",
     "zoo.nn.positions.LearnedPositions",
     "zoo.nn.positions.SinusoidalPositions",

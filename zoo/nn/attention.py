@@ -139,8 +139,11 @@ class MultiHeadAttention(nn.Module):
                     cache.cross = (k, v)
                 else:
                     k, v = cache.append(k, v)
+        mask = context.mask
+        if mask is not None and mask.shape[-1] > k.shape[2]:
+            mask = mask[..., -k.shape[2]:]  # a rolling cache kept only the latest keys: their columns
         out, weights = attention(
-            q, k, v, mask=context.mask, is_causal=context.is_causal, scale=self.scale,
+            q, k, v, mask=mask, is_causal=context.is_causal, scale=self.scale,
             dropout=self.dropout if self.training else 0.0, return_weights=self.keep_weights,
         )
         self.last_weights = weights

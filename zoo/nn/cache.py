@@ -2,7 +2,9 @@
 
 Self-attention keys/values grow by the new positions at every step;
 cross-attention keys/values depend only on the encoder output, so they are
-computed once (on the first step) and reused.
+computed once (on the first step) and reused. A layer whose mask lets a later query see
+only the latest keys (a causal sliding window, ``Mask.cache_keep``) keeps only those: a
+rolling buffer, its memory bounded by the window whatever the length decoded.
 """
 
 from __future__ import annotations
@@ -12,24 +14,25 @@ from torch import Tensor
 
 
 class LayerCache:
-    """One Block's cache: growing self-attention k/v and fixed cross-attention k/v."""
+    """One Block's cache: self-attention k/v (all of them, or the latest ``keep``) and fixed
+    cross-attention k/v."""
 
-    def __init__(self) -> None:
-        self.k: Tensor | None = None  # (B, H_kv, T, Dh)
+    def __init__(self, keep: int | None = None) -> None:
+        self.k: Tensor | None = None  # (B, H_kv, T, Dh), T <= keep when keep is set
         self.v: Tensor | None = None
         self.cross: tuple[Tensor, Tensor] | None = None
+        self.keep = keep
+        self.length = 0  # positions decoded so far (more than T once the buffer rolls)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new positions' k/v (B, H_kv, L, Dh); return all k/v so far."""
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-        return self.k, self.v
-
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
+        """Add the new positions' k/v (B, H_kv, L, Dh); return the kept k/v followed by the new
+        ones (the latest keys: the attention drops the mask's columns of the others)."""
+        self.length += k.shape[2]
+        if self.k is not None:
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        start = 0 if self.keep is None else max(k.shape[2] - self.keep, 0)
+        self.k, self.v = k[:, :, start:], v[:, :, start:]
+        return k, v
 
     def reorder(self, index: Tensor, cross: bool = True) -> None:
         """Keep batch rows ``index`` (beam search reorders hypotheses). ``cross=False``
@@ -42,10 +45,11 @@ class LayerCache:
 
 
 class KVCache:
-    """The cache of a whole stack: one :class:`LayerCache` per Block."""
+    """The cache of a whole stack: one :class:`LayerCache` per Block; ``keep``: each layer's
+    rolling-buffer size (None: keep everything)."""
 
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [LayerCache() for _ in range(n_layers)]
+    def __init__(self, n_layers: int, keep: list[int | None] | None = None) -> None:
+        self.layers = [LayerCache(n) for n in (keep or [None] * n_layers)]
 
     @property
     def length(self) -> int:

@@ -54,6 +54,11 @@ class Mask:
     def __hash__(self) -> int:
         return hash((type(self), tuple(sorted(vars(self).items()))))
 
+    cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
+
+    def check_context(self, context: int) -> None:
+        """Refuse settings that make no sense for a model of ``context`` positions (a start-up error)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
@@ -88,6 +93,52 @@ class PrefixLMMask(Mask):
         if prefix_len is None or q_len != k_len:  # no prefix, or decoding after the prefix
             return CausalMask()(q_len, k_len, device, key_padding)
         mask = prefix_lm_mask(prefix_len, k_len)
+        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
+
+
+def local_mask(q_len: int, k_len: int, window: int, causal: bool, device: torch.device | str | None = None) -> Tensor:
+    """(q_len, k_len): the sliding window of :class:`LocalMask` for the last q_len of k_len positions."""
+    query = torch.arange(k_len - q_len, k_len, device=device)[:, None]
+    key = torch.arange(k_len, device=device)[None, :]
+    if causal:
+        return (key <= query) & (key > query - window)
+    return (key - query).abs() <= window // 2
+
+
+class LocalMask(Mask):
+    """A sliding window (Mistral, GPT-Neo's local layers, ModernBERT's local layers).
+
+    What "window w" means here, the one meaning in the zoo:
+
+    - causal: query i sees the w keys j with ``i - w < j <= i`` (w keys, itself included):
+      Hugging Face's ``sliding_window`` (Mistral) and GPT-Neo's ``window_size``, taken as is.
+      FlashAttention's ``window_size=(left, 0)`` sees left + 1 keys: it is ``w = left + 1``.
+    - bidirectional: query i sees the keys with ``|i - j| <= w // 2`` (w + 1 keys for an even w):
+      ModernBERT's ``local_attention=128`` means ``|i - j| <= 64``, so it is ``w = 128`` as is.
+
+    Under a KV cache (the last q_len queries of k_len positions) the causal window needs only
+    the last ``w - 1`` keys of the past: :attr:`cache_keep` (the cache's rolling buffer).
+    A window wider than the model's context would never cut: refused by :meth:`check_context`.
+    """
+
+    def __init__(self, window: int, causal: bool = True) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"LocalMask window={window!r}: give an integer >= 1 (the keys a query sees)")
+        self.window, self.causal = window, causal
+
+    @property
+    def cache_keep(self) -> int | None:
+        """How many of the latest keys a later query can still see (None: all of them)."""
+        return self.window - 1 if self.causal else None
+
+    def check_context(self, context: int) -> None:
+        if self.window > context:
+            raise ValueError(f"LocalMask window={self.window} is larger than the model's context={context}: "
+                             f"it would never cut (use CausalMask/NoMask, or a window <= {context})")
+
+    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+        mask = local_mask(q_len, k_len, self.window, self.causal, device)
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 

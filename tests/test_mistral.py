@@ -1,0 +1,58 @@
+"""The Mistral preset: exact against Hugging Face with a sliding window that cuts, rolling-cache
+decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from exactness import assert_matches  # noqa: E402
+from windowed import greedy_decoding_kept_keys  # noqa: E402
+from zoo.convert.common import compose_config  # noqa: E402
+from zoo.convert.mistral import from_transformers  # noqa: E402
+from zoo.nn.masks import LocalMask  # noqa: E402
+
+WINDOW = 8
+
+
+def tiny_mistral():
+    torch.manual_seed(0)
+    cfg = transformers.MistralConfig(
+        vocab_size=97, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=48, rms_norm_eps=1e-6, sliding_window=WINDOW,
+        attn_implementation="sdpa",
+    )
+    return transformers.MistralForCausalLM(cfg).eval()
+
+
+def test_mistral_logits_match_transformers_with_a_window_that_cuts():
+    hf = tiny_mistral()
+    net = from_transformers(hf).eval()
+    assert net.stack.layer_masks == [LocalMask(WINDOW)] * 2
+    tokens = torch.randint(0, 97, (2, 40))  # 5x the window
+    # fp32 only: Mistral's RMSNorm and rotary tables compute in float32 whatever the dtype
+    with torch.no_grad():
+        ref = hf(tokens).logits
+        ours = net(tokens)
+        hf.config.sliding_window = None  # the same weights without the window: the window must matter
+        full_causal = hf(tokens).logits
+    assert_matches(ours, ref, what="Mistral logits")
+    assert (full_causal[:, WINDOW:] - ref[:, WINDOW:]).abs().max() > 1e-3  # the window cut
+    assert_matches(ours[:, :WINDOW], full_causal[:, :WINDOW], what="inside the first window")
+
+
+def test_mistral_greedy_decoding_of_4x_the_window_equals_full_recomputation():
+    net = from_transformers(tiny_mistral()).eval()
+    assert greedy_decoding_kept_keys(net, 97, WINDOW) == [WINDOW - 1] * 2  # the w - 1 keys a later query sees
+
+
+def test_mistral_preset_is_llama_under_a_window_shorter_than_the_context():
+    net = compose_config(["model=mistral"]).model.net
+    assert net.mask._target_ == "zoo.nn.masks.LocalMask" and net.mask.causal
+    assert net.mask.window < net.context
+    assert (net.block.norm, net.block.gated, net.block.n_kv_heads, net.rotary) == ("rmsnorm", True, 2, True)
+    big = compose_config(["model=mistral_7b"]).model.net
+    assert (big.n_layers, big.block.d_model, big.mask.window) == (32, 4096, 4096)
+

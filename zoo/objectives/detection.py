@@ -67,8 +67,7 @@ class Detection(Objective):
                    "eos_coefficient": eos_coefficient}
         # stored in checkpoints too, so that ``Detection.load_from_checkpoint`` rebuilds this module
         self.hparams.update(num_classes=num_classes, class_names=plain(class_names), max_objects=max_objects,
-                            pixel_mean=plain(pixel_mean),
-                            pixel_std=plain(pixel_std), **weights)
+                            pixel_mean=plain(pixel_mean), pixel_std=plain(pixel_std), **weights)
         self.set_loss = SetLoss(num_classes, **weights)
         self.image_size = self.net.embedder.image_size
         # faster-coco-eval: the maintained COCO evaluator (pycocotools' results, faster), in the detection extra

@@ -64,8 +64,13 @@ def _vivit(data):  # moving_shapes is generated: no files
             "data.train_size=64", "data.val_size=16", "data.test_size=16"]
 
 
+def _yolos(data):  # shapes_detection is generated: no files
+    return ["model=yolos", "data=shapes_detection", "model.net.n_layers=1", *TINY_BLOCK, "data.batch_size=8",
+            "data.train_size=64", "data.val_size=16", "data.test_size=16"]
+
+
 FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava,
-            "vivit": _vivit}
+            "vivit": _vivit, "yolos": _yolos}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -22,6 +22,7 @@ OBJECTIVES: dict[str, str] = {
     "asr": "zoo.objectives.asr.SpeechRecognition",
     "classification": "zoo.objectives.classification.Classification",
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
+    "detection": "zoo.objectives.detection.Detection",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -33,6 +34,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.asr.SpeechRecognition": "asr",
     "zoo.objectives.classification.Classification": "classification",
     "zoo.objectives.vlm.VisionLanguageLM": "vlm",
+    "zoo.objectives.detection.Detection": "detection",  # newer than the short names: listed for the set's completeness
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own
@@ -46,10 +48,12 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.embedders.PatchEmbedder",
     "zoo.nn.embedders.TubeletEmbedder",
     "zoo.nn.embedders.AudioEmbedder",
+    "zoo.nn.detection.DetectionEmbedder",
     "zoo.nn.multimodal.MultimodalEmbedder",
     "zoo.nn.heads.LMHead",
     "zoo.nn.heads.MLMHead",
     "zoo.nn.heads.ClassifierHead",
+    "zoo.nn.detection.DetectionHead",
     "zoo.nn.masks.NoMask",
     "zoo.nn.masks.PaddingMask",
     "zoo.nn.masks.CausalMask",

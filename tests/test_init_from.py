@@ -4,9 +4,25 @@ zoo net with the same logits, and the folder's tokenizer keeps every token."""
 
 from __future__ import annotations
 
-from tokenizers import Tokenizer, models, pre_tokenizers
+import json
 
-from zoo.checkpoint import tokenizer_of
+import hydra
+from hydra.errors import InstantiationException
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, ViTConfig, ViTForImageClassification
+
+from exactness import assert_matches
+from test_vit_data import make_image_folder
+from zoo.checkpoint import load, tokenizer_of
+from zoo.convert.common import CONF_DIR, compose_config
+from zoo.registry import ALLOWED_CONVERTERS
+from zoo.training import train
+
+VIT_DIMS = {"num_classes": 10, "image_size": 32, "channels": 3, "class_names": [str(i) for i in range(10)],
+            "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
 
 
 def word_level_tokenizer(words: list[str]) -> Tokenizer:
@@ -27,3 +43,155 @@ def test_folder_tokenizer_keeps_no_truncation_or_padding(tmp_path):
     assert loaded.encode(text) == [i + 2 for i in range(300)]  # ... the folder's tokenizer keeps every token
     assert loaded.encode("w0") == [2]  # and pads nothing
     assert loaded.encode_batch(["w0", text]) == [[2], [i + 2 for i in range(300)]]
+
+
+# ---------------------------------------------------------------- model.init_from=DIR, per family
+
+def objective_from(model: str, path, dims: dict, *overrides: str):
+    """``model=<model> model.init_from=<path>`` built as train.py does, ``dims`` standing in for the data."""
+    cfg = compose_config([f"model={model}", f"model.init_from={path}", *overrides])
+    with open_dict(cfg):
+        cfg.dims = dims
+    try:
+        return hydra.utils.instantiate(cfg.model, tokenizer=None)
+    except InstantiationException as err:  # the converter's own error, which Hydra's message quotes
+        raise err.__cause__ from None
+
+
+def tiny_gpt2(path, vocab: int = 50, **config) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=24, n_embd=16, n_layer=2, n_head=2, **config)).eval()
+    hf.save_pretrained(path)
+    return hf
+
+
+def tiny_llama(path, vocab: int = 50, **config) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                      **config)).eval()
+    hf.save_pretrained(path)
+    return hf
+
+
+def tiny_vit(path, labels: int = 10) -> ViTForImageClassification:
+    torch.manual_seed(0)
+    hf = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=24, num_labels=labels)).eval()
+    with torch.no_grad():  # the classifier starts at zero: give it values worth comparing
+        hf.classifier.weight.normal_()
+    hf.save_pretrained(path)
+    return hf
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin", "sharded"])
+@torch.no_grad()
+def test_gpt2_folder_gives_the_hf_logits(tmp_path, fmt):
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=24, n_embd=16, n_layer=2, n_head=2)).eval()
+    hf.save_pretrained(tmp_path, safe_serialization=fmt != "bin", **({"max_shard_size": "10KB"} if fmt == "sharded" else {}))
+    if fmt == "sharded":
+        assert (tmp_path / "model.safetensors.index.json").is_file()
+    model = objective_from("gpt", tmp_path, {"vocab_size": 50})
+    assert model.hparams.net["context"] == 24 and model.hparams.net["block"]["d_model"] == 16
+    ids = torch.randint(0, 50, (2, 24))
+    assert_matches(model.net.eval()(ids), hf(ids).logits, what="GPT-2 logits")
+
+
+@torch.no_grad()
+def test_llama_folder_gives_the_hf_logits(tmp_path):
+    hf = tiny_llama(tmp_path, rms_norm_eps=1e-5)
+    model = objective_from("llama", tmp_path, {"vocab_size": 50})
+    assert model.hparams.net["block"]["n_kv_heads"] == 2 and model.hparams.net["block"]["norm_eps"] == 1e-5
+    ids = torch.randint(0, 50, (2, 32))
+    assert_matches(model.net.eval()(ids), hf(ids).logits, what="Llama logits")
+
+
+@torch.no_grad()
+def test_vit_folder_gives_the_hf_logits(tmp_path):
+    hf = tiny_vit(tmp_path)
+    model = objective_from("vit", tmp_path, VIT_DIMS)
+    assert model.hparams.net["block"]["norm_eps"] == 1e-12  # from config.json, not the preset's 1e-6
+    images = torch.randn(2, 3, 32, 32)
+    assert_matches(model.net.eval()(images), hf(images).logits, what="ViT logits")
+
+
+def test_vit_folder_with_other_labels_keeps_all_but_the_classifier(tmp_path):
+    hf = tiny_vit(tmp_path, labels=3)
+    with pytest.warns(UserWarning, match="classifies 3 labels, the data 10"):
+        model = objective_from("vit", tmp_path, VIT_DIMS)
+    assert model.net.head.proj.out_features == 10
+    assert torch.equal(model.net.embedder.cls, hf.vit.embeddings.cls_token)
+
+
+def test_train_vit_two_steps_from_a_folder(tmp_path):
+    make_image_folder(tmp_path / "data", {"train": 2, "test": 1})
+    tiny_vit(tmp_path / "hf")
+    cfg = compose_config([
+        "model=vit", "data=cifar10", "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1", "+trainer.limit_test_batches=1", "callbacks.progress_bar.refresh_rate=0",
+        "data.batch_size=8", "data.val_size=8", f"paths.data_dir={tmp_path / 'data'}",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}",
+        f"model.init_from={tmp_path / 'hf'}",
+    ])
+    metrics = train(cfg)
+    assert metrics["train/loss"] == metrics["train/loss"] and 0 <= metrics["test/acc"] <= 1
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
+    assert restored.hparams.net["block"]["d_model"] == 16 and restored.hparams.converter == "zoo.convert.vit.pretrained"
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_folder_without_config_json_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json is missing"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_other_architecture_is_named_with_the_ones_read(tmp_path):
+    tiny_llama(tmp_path)
+    with pytest.raises(ValueError, match=r"model_type='llama'.*LlamaForCausalLM.*reads \['gpt2'\]"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_folder_without_weights_is_named(tmp_path):
+    GPT2Config().save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_weight_shape_mismatch_names_the_parameter_and_both_shapes(tmp_path):
+    tiny_gpt2(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"n_positions": 20}))  # weights keep 24 positions
+    with pytest.raises(ValueError, match=r"embedder.positions.weight: checkpoint has shape \(24, 16\), model has \(20, 16\)"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_tokenizer_of_another_vocabulary_size_is_refused_naming_both(tmp_path):
+    tiny_gpt2(tmp_path)
+    with pytest.raises(ValueError, match="tokenizer has 40 tokens but .*vocab_size=50"):
+        objective_from("gpt", tmp_path, {"vocab_size": 40})
+
+
+@pytest.mark.parametrize("write, match", [
+    (lambda p: tiny_gpt2(p, scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    (lambda p: tiny_llama(p, attention_bias=True), "attention_bias"),
+    (lambda p: tiny_llama(p, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), "rope_type='linear'"),
+])
+def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match):
+    write(tmp_path)
+    model = "gpt" if (json.loads((tmp_path / "config.json").read_text())["model_type"] == "gpt2") else "llama"
+    with pytest.raises(ValueError, match=match):
+        objective_from(model, tmp_path, {"vocab_size": 50})
+
+
+def test_vit_folder_for_other_image_sizes_is_refused(tmp_path):
+    tiny_vit(tmp_path)
+    with pytest.raises(ValueError, match="image_size=64 but .*says 32"):
+        objective_from("vit", tmp_path, VIT_DIMS | {"image_size": 64})
+
+
+def test_every_config_converter_is_allowed():
+    for file in CONF_DIR.glob("model/*.yaml"):
+        converter = OmegaConf.load(file).get("converter")
+        assert converter is None or converter in ALLOWED_CONVERTERS, file

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.convert.common import build_net, load_mapped
-from zoo.convert.llama import llama_config_overrides, llama_state_dict
+from zoo.convert.common import build_net, load_mapped, shape_overrides
+from zoo.convert.llama import llama_shape, llama_state_dict
 
 VISION = "model.net.embedder.vision"
 
@@ -67,7 +67,7 @@ def from_transformers(hf_model) -> torch.nn.Module:
     if cfg.projector_hidden_act != "gelu" or not getattr(cfg, "multimodal_projector_bias", True):
         raise ValueError("only LLaVA's projector (Linear + exact GELU + Linear, with biases) is supported")
     overrides = [
-        *llama_config_overrides(cfg.text_config),
+        *shape_overrides(llama_shape(cfg.text_config.to_dict())),
         *clip_vision_overrides(cfg.vision_config, cfg.vision_feature_layer, cfg.vision_feature_select_strategy),
         "model.net.embedder.projector=mlp2x_gelu",
     ]

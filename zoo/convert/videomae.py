@@ -15,10 +15,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import read_checkpoint_dir
-from zoo.convert.common import load_mapped
-from zoo.convert.vit import hf_block_weights
-from zoo.convert.vivit import _square, rename_parts, video_net
+from zoo.convert.common import load_mapped, read_checkpoint_dir
+from zoo.convert.vit import hf_block_weights, rename_parts
+from zoo.convert.vivit import _square, video_net
 
 # Checkpoint files keep the q and v biases as lone tensors (transformers 4 names).
 FILE_NAMES = (("attention.q_bias", "attention.query.bias"), ("attention.v_bias", "attention.value.bias"))
@@ -69,5 +68,5 @@ def from_transformers(hf_model) -> nn.Module:
 
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo VideoMAE classifier of a Hugging Face checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path)
+    config, state = read_checkpoint_dir(path, ("videomae",))
     return from_config_and_state(config, rename_parts(state, FILE_NAMES))

@@ -10,31 +10,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import read_checkpoint_dir
-from zoo.convert.common import build_net, load_mapped
-from zoo.convert.vit import HF_ACTIVATIONS, _shape_overrides, hf_vit_state_dict
+from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir
+from zoo.convert.vit import FILE_NAMES, HF_ACTIVATIONS, _shape_overrides, hf_vit_state_dict, rename_parts
 
 # ViViT's default ``gelu_fast`` is the tanh approximation with sqrt(2 / pi) cut to 10 digits
 # (0.7978845608): a 3e-12 relative difference from the Block's gelu_tanh, far below fp32 rounding.
 ACTIVATIONS = HF_ACTIVATIONS | {"gelu_fast": "gelu_tanh"}
-# Checkpoint files (the Hub's, and what save_pretrained writes) keep the transformers 4 names;
-# in memory, transformers 5 renames them: (file name part, in-memory name part), applied in order.
-FILE_NAMES = (("encoder.layer.", "layers."), ("attention.attention.query", "attention.q_proj"),
-              ("attention.attention.key", "attention.k_proj"), ("attention.attention.value", "attention.v_proj"),
-              ("attention.output.dense", "attention.o_proj"), ("intermediate.dense", "mlp.fc1"),
-              ("output.dense", "mlp.fc2"))
-
-
-def rename_parts(state: dict[str, Tensor], parts: tuple[tuple[str, str], ...]) -> dict[str, Tensor]:
-    """``state`` with each (old, new) part of its names replaced, in order."""
-    renamed = {}
-    for name, value in state.items():
-        for old, new in parts:
-            name = name.replace(old, new)
-        renamed[name] = value
-    return renamed
-
-
 def _square(value: int | list[int], what: str) -> int:
     """``image_size`` / a patch side given as one int or an (h, w) pair; the zoo's are square."""
     sides = [value] * 2 if isinstance(value, int) else list(value)
@@ -79,5 +60,5 @@ def from_transformers(hf_model) -> nn.Module:
 
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo ViViT of a Hugging Face ViViT checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path)
+    config, state = read_checkpoint_dir(path, ("vivit",))
     return from_config_and_state(config, rename_parts(state, FILE_NAMES))

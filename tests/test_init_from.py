@@ -12,7 +12,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, ViTConfig, ViTForImageClassification
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration,
+                          ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
 
 from exactness import assert_matches
 from test_vit_data import make_image_folder
@@ -21,6 +22,7 @@ from zoo.convert.common import CONF_DIR, compose_config
 from zoo.registry import ALLOWED_CONVERTERS
 from zoo.training import train
 
+T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary
 VIT_DIMS = {"num_classes": 10, "image_size": 32, "channels": 3, "class_names": [str(i) for i in range(10)],
             "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
 
@@ -138,6 +140,41 @@ def test_train_vit_two_steps_from_a_folder(tmp_path):
     assert metrics["train/loss"] == metrics["train/loss"] and 0 <= metrics["test/acc"] <= 1
     restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
     assert restored.hparams.net["block"]["d_model"] == 16 and restored.hparams.converter == "zoo.convert.vit.pretrained"
+
+
+@pytest.mark.parametrize("ff,tied", [("relu", True), ("gated-gelu", False)], ids=["v1.0", "v1.1"])
+@torch.no_grad()
+def test_t5_folder_gives_the_hf_logits(tmp_path, ff, tied):
+    torch.manual_seed(0)
+    hf = T5ForConditionalGeneration(T5Config(
+        vocab_size=T5_DATA_VOCAB + 102, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj=ff,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)).eval()
+    if not tied:  # a v1.1 head of its own (transformers 5 ties at construction whatever the config says)
+        hf.config.tie_word_embeddings = False
+        hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    hf.save_pretrained(tmp_path)
+    model = objective_from("t5", tmp_path, {"vocab_size": T5_DATA_VOCAB})
+    assert model.hparams.net["tie_embeddings"] == tied and model.hparams.net["n_decoder_layers"] == 3
+    source, target = torch.randint(2, T5_DATA_VOCAB, (2, 25)), torch.randint(2, T5_DATA_VOCAB, (2, 7))
+    padding = torch.ones(2, 25, dtype=torch.bool)
+    ref = hf(input_ids=source, attention_mask=padding.long(), decoder_input_ids=target).logits
+    assert_matches(model.net.eval()(source, target, padding), ref, what=f"T5 {ff} logits")
+
+
+@torch.no_grad()
+def test_whisper_folder_gives_the_hf_logits(tmp_path):
+    torch.manual_seed(0)
+    hf = WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=99, num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=30,
+        max_target_positions=40, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).eval()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("whisper", tmp_path, {"vocab_size": 99, "eos_id": 2, "bos_id": 1, "pad_id": 0})
+    assert model.hparams.net["encoder_embedder"]["max_len"] == 30 and model.hparams.net["context"] == 40
+    features, target = torch.randn(2, 80, 60), torch.randint(3, 99, (2, 9))
+    ref = hf(input_features=features, decoder_input_ids=target).logits
+    assert_matches(model.net.eval()(features, target), ref, what="Whisper logits")
 
 
 # ---------------------------------------------------------------- bad input

@@ -107,13 +107,15 @@ def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
     net.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
 
 
-def check_vocab(net_cfg: dict[str, Any], key: str, checkpoint_vocab: int, path: str) -> None:
-    """The data's vocabulary (``key`` in the run's net config) must be the checkpoint's."""
-    data_vocab = OmegaConf.select(OmegaConf.create(net_cfg), key)
-    if data_vocab != checkpoint_vocab:
-        raise ValueError(f"the data's tokenizer has {data_vocab} tokens but {path}/config.json has vocab_size="
-                         f"{checkpoint_vocab}: tokenize with the checkpoint's tokenizer (a tokenizer.json or "
-                         f"vocab.txt beside the weights, matching their vocabulary)")
+def check_vocab(net_cfg: dict[str, Any], key: str, checkpoint_vocab: int, path: str, added: int = 0) -> None:
+    """The data's vocabulary (``key`` in the run's net config, holding the data's size plus the
+    ``added`` ids the model puts on top, e.g. T5's sentinels) must be the checkpoint's."""
+    net_vocab = OmegaConf.select(OmegaConf.create(net_cfg), key)
+    if net_vocab != checkpoint_vocab:
+        plus = f" (+{added} the model adds)" if added else ""
+        raise ValueError(f"the data's tokenizer has {net_vocab - added} tokens{plus} but {path}/config.json has "
+                         f"vocab_size={checkpoint_vocab}: tokenize with the checkpoint's tokenizer (a tokenizer.json "
+                         f"or vocab.txt beside the weights, matching their vocabulary)")
 
 
 def init_net(net_cfg: dict[str, Any], shape: dict[str, Any], state: dict[str, Tensor],

@@ -12,7 +12,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration,
+from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
                           ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
 
 from exactness import assert_matches
@@ -175,6 +176,27 @@ def test_whisper_folder_gives_the_hf_logits(tmp_path):
     features, target = torch.randn(2, 80, 60), torch.randint(3, 99, (2, 9))
     ref = hf(input_features=features, decoder_input_ids=target).logits
     assert_matches(model.net.eval()(features, target), ref, what="Whisper logits")
+
+
+@torch.no_grad()
+def test_llava_folder_gives_the_hf_logits(tmp_path):
+    torch.manual_seed(0)
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+                              image_size=32, patch_size=8, hidden_act="quick_gelu")
+    text = LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
+    hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=5)).eval()
+    hf.save_pretrained(tmp_path)
+    dims = {"vocab_size": 64, "image_token_id": 5, "prompt": "{question}", "metric": "exact_match"}
+    model = objective_from("llava", tmp_path, dims)
+    assert model.hparams.net["embedder"]["vision"]["model"]["n_layers"] == 3
+    ids = torch.randint(6, 64, (2, 24))
+    ids[:, 2:18] = 5  # the 16 image tokens (32 px / patch 8), spliced in where <image> stands
+    images = torch.randn(2, 3, 32, 32)
+    ref = hf(input_ids=ids, pixel_values=images).logits
+    assert_matches(model.net.eval()(ids, images=images), ref, what="LLaVA logits")
+    with pytest.raises(ValueError, match="<image> token is id 3 but .*image_token_index=5"):
+        objective_from("llava", tmp_path, dims | {"image_token_id": 3})
 
 
 # ---------------------------------------------------------------- bad input

@@ -70,6 +70,7 @@ ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.bert.pretrained",
     "zoo.convert.gpt2.pretrained",
     "zoo.convert.llama.pretrained",
+    "zoo.convert.llava.pretrained",
     "zoo.convert.t5.pretrained",
     "zoo.convert.vit.pretrained",
     "zoo.convert.whisper.pretrained",

@@ -14,9 +14,11 @@ from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
-                          ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
+                          VideoMAEConfig, VideoMAEForVideoClassification, ViTConfig, ViTForImageClassification,
+                          VivitConfig, VivitForVideoClassification, WhisperConfig, WhisperForConditionalGeneration)
 
 from exactness import assert_matches
+from test_video_convert import SHAPE as VIDEO_SHAPE, _compare as compare_video, _randomise as randomise
 from test_vit_data import make_image_folder
 from zoo.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
@@ -197,6 +199,23 @@ def test_llava_folder_gives_the_hf_logits(tmp_path):
     assert_matches(model.net.eval()(ids, images=images), ref, what="LLaVA logits")
     with pytest.raises(ValueError, match="<image> token is id 3 but .*image_token_index=5"):
         objective_from("llava", tmp_path, dims | {"image_token_id": 3})
+
+
+@pytest.mark.parametrize("family", ["vivit", "videomae"])
+def test_video_folder_gives_the_hf_logits(tmp_path, family):
+    torch.manual_seed(0)
+    if family == "vivit":
+        hf = VivitForVideoClassification(VivitConfig(**VIDEO_SHAPE, tubelet_size=[2, 4, 4])).eval()
+    else:
+        hf = VideoMAEForVideoClassification(VideoMAEConfig(**VIDEO_SHAPE, tubelet_size=2, patch_size=4)).eval()
+    randomise(hf)
+    hf.save_pretrained(tmp_path)
+    dims = {"num_classes": 5, "num_frames": 4, "image_size": 16, "channels": 3, "class_names": list("abcde"),
+            "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
+    model = objective_from(family, tmp_path, dims)
+    compare_video(hf, model.net.eval(), torch.float32, f"{family} from model.init_from")
+    with pytest.raises(ValueError, match="frames=8 but .*says 4"):
+        objective_from(family, tmp_path, dims | {"num_frames": 8})
 
 
 # ---------------------------------------------------------------- bad input

@@ -72,7 +72,9 @@ ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.llama.pretrained",
     "zoo.convert.llava.pretrained",
     "zoo.convert.t5.pretrained",
+    "zoo.convert.videomae.pretrained",
     "zoo.convert.vit.pretrained",
+    "zoo.convert.vivit.pretrained",
     "zoo.convert.whisper.pretrained",
 })
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from omegaconf import OmegaConf
@@ -134,32 +134,38 @@ def from_transformers(hf_model) -> nn.Module:
     return net
 
 
-def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: (``net_cfg`` reshaped to the ``ViTForImageClassification``
-    folder at ``path``, the net holding its weights). The data's images must have the
-    checkpoint's size and channels; with another number of classes the classifier starts
-    from scratch (fine-tuning on a new label set) and the rest is loaded."""
-    config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    state = rename_parts(state, FILE_NAMES)
-    shape = vit_shape(config)
-    for key in ("embedder.image_size", "embedder.channels"):
-        data = OmegaConf.select(OmegaConf.create(net_cfg), key)
-        if data != shape[key]:
-            raise ValueError(f"the data's images have {key.split('.')[1]}={data} but {path}/config.json says "
-                             f"{shape[key]}: resize the data to the checkpoint's images")
-    classes = OmegaConf.select(OmegaConf.create(net_cfg), "head.num_classes")
-    state = hf_vit_state_dict(state, shape["n_layers"])
+def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], state: dict[str, Tensor],
+                          data_keys: tuple[str, ...],
+                          load: Callable[[nn.Module, dict[str, Tensor]], None] = load_mapped) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` for a classifier (ViT, ViViT, VideoMAE): the data's inputs must have the
+    checkpoint's ``data_keys`` (image size, channels, frames); with another number of classes the
+    classifier starts from scratch (fine-tuning on a new label set) and the rest is loaded."""
+    data = OmegaConf.create(net_cfg)
+    for key in data_keys:
+        if OmegaConf.select(data, key) != shape[key]:
+            raise ValueError(f"the data's inputs have {key.split('.')[-1]}={OmegaConf.select(data, key)} but "
+                             f"{path}/config.json says {shape[key]}: give the data the checkpoint's input shape")
+    classes = OmegaConf.select(data, "head.num_classes")
     if classes != shape["head.num_classes"]:
         warnings.warn(f"{path} classifies {shape['head.num_classes']} labels, the data {classes}: "
                       f"the classifier starts from scratch")
-        shape["head.num_classes"] = classes
-        state = {k: v for k, v in state.items() if not k.startswith("head.")}
+        shape = shape | {"head.num_classes": classes}
+        state = {k: v for k, v in state.items() if not k.startswith("head.proj.")}
 
-    def load(net: nn.Module, weights: dict[str, Tensor]) -> None:
-        fresh = {k: v for k, v in net.state_dict().items() if k.startswith("head.")}
-        load_mapped(net, weights if any(k.startswith("head.") for k in weights) else weights | fresh)
+    def load_keeping_fresh_head(net: nn.Module, weights: dict[str, Tensor]) -> None:
+        fresh = {k: v for k, v in net.state_dict().items() if k.startswith("head.proj.")}
+        load(net, fresh | weights)
 
-    return init_net(net_cfg, shape, state, load)
+    return init_net(net_cfg, shape, state, load_keeping_fresh_head)
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the ``ViTForImageClassification``
+    folder at ``path``, the net holding its weights); see :func:`classifier_pretrained`."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = vit_shape(config)
+    return classifier_pretrained(net_cfg, path, shape, hf_vit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"]),
+                                 ("embedder.image_size", "embedder.channels"))
 
 
 # ---------------------------------------------------------------- timm

@@ -22,9 +22,11 @@ from test_video_convert import SHAPE as VIDEO_SHAPE, _compare as compare_video, 
 from test_vit_data import make_image_folder
 from zoo.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
+from zoo.data.tokenizers import tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS
 from zoo.training import train
 
+SHAKESPEARE = "the king is dead long live the king and all his men shall sing of the king "
 T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary
 VIT_DIMS = {"num_classes": 10, "image_size": 32, "channels": 3, "class_names": [str(i) for i in range(10)],
             "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
@@ -216,6 +218,30 @@ def test_video_folder_gives_the_hf_logits(tmp_path, family):
     compare_video(hf, model.net.eval(), torch.float32, f"{family} from model.init_from")
     with pytest.raises(ValueError, match="frames=8 but .*says 4"):
         objective_from(family, tmp_path, dims | {"num_frames": 8})
+
+
+@pytest.mark.parametrize("model, write", [("gpt", tiny_gpt2), ("llama", tiny_llama)])
+def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, write):
+    """data=tinyshakespeare tokenizes with the folder's tokenizer.json (a word-level one whose
+    size is the weights' vocabulary), so the ids mean what the checkpoint learnt."""
+    words = sorted(set(SHAKESPEARE.split()))
+    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(SHAKESPEARE * 20)
+    write(tmp_path / "hf", vocab=len(words) + 1)
+    word_level_tokenizer(words).save(str(tmp_path / "hf" / "tokenizer.json"))
+    cfg = compose_config([
+        f"model={model}", "data=tinyshakespeare", "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0", "data.batch_size=2", "data.block_size=16",
+        "data.val_batches=1", "data.check=false", "++model.sample_tokens=0", "test=false",
+        f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'out'}", f"model.init_from={tmp_path / 'hf'}",
+    ])
+    metrics = train(cfg)
+    assert metrics["train/loss"] == metrics["train/loss"]  # present and not NaN
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
+    assert restored.hparams.net["block"]["d_model"] == 16
+    assert tokenizer_from_state(restored.hparams.tokenizer).encode("the king") == [words.index("the") + 1,
+                                                                                  words.index("king") + 1]
 
 
 # ---------------------------------------------------------------- bad input

@@ -14,11 +14,10 @@ from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
-                          VideoMAEConfig, VideoMAEForVideoClassification, ViTConfig, ViTForImageClassification,
-                          VivitConfig, VivitForVideoClassification, WhisperConfig, WhisperForConditionalGeneration)
+                          ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
 
 from exactness import assert_matches
-from test_video_convert import SHAPE as VIDEO_SHAPE, _compare as compare_video, _randomise as randomise
+from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
 from zoo.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
@@ -205,12 +204,7 @@ def test_llava_folder_gives_the_hf_logits(tmp_path):
 
 @pytest.mark.parametrize("family", ["vivit", "videomae"])
 def test_video_folder_gives_the_hf_logits(tmp_path, family):
-    torch.manual_seed(0)
-    if family == "vivit":
-        hf = VivitForVideoClassification(VivitConfig(**VIDEO_SHAPE, tubelet_size=[2, 4, 4])).eval()
-    else:
-        hf = VideoMAEForVideoClassification(VideoMAEConfig(**VIDEO_SHAPE, tubelet_size=2, patch_size=4)).eval()
-    randomise(hf)
+    hf = tiny_video(family)
     hf.save_pretrained(tmp_path)
     dims = {"num_classes": 5, "num_frames": 4, "image_size": 16, "channels": 3, "class_names": list("abcde"),
             "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}

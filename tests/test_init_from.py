@@ -16,6 +16,7 @@ from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaCo
                           LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
                           ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
 
+from conftest import run_train
 from exactness import assert_matches
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
@@ -236,6 +237,22 @@ def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, wr
     assert restored.hparams.net["block"]["d_model"] == 16
     assert tokenizer_from_state(restored.hparams.tokenizer).encode("the king") == [words.index("the") + 1,
                                                                                   words.index("king") + 1]
+
+
+@pytest.mark.slow
+def test_train_py_fine_tunes_gpt2_from_a_folder(tmp_path):
+    """The command line a user types: Hydra takes model.init_from for model=gpt, and the end-of-run
+    sample is decoded by the folder's tokenizer."""
+    words = sorted(set(SHAKESPEARE.split()))
+    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(SHAKESPEARE * 20)
+    tiny_gpt2(tmp_path / "hf", vocab=len(words) + 1)
+    word_level_tokenizer(words).save(str(tmp_path / "hf" / "tokenizer.json"))
+    run_train(tmp_path / "run", tmp_path / "data", "model=gpt", f"model.init_from={tmp_path / 'hf'}", "data.check=false",
+              "data.block_size=16", "data.batch_size=2", "data.val_batches=1", "trainer.max_steps=2",
+              "trainer.val_check_interval=2", "test=false", "model.sample_prompt=the", "model.sample_tokens=5")
+    sample = (tmp_path / "run" / "samples.txt").read_text().split()
+    assert sample[0] == "the" and len(sample) == 6 and set(sample) <= set(words)
 
 
 # ---------------------------------------------------------------- bad input

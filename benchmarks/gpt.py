@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from common import compare, make_step
-from zoo.convert.common import build_net
-from zoo.convert.gpt2 import gpt_config_overrides
+from zoo.convert.common import build_net, shape_overrides
+from zoo.convert.gpt2 import gpt2_shape
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     def zoo_step():
-        zoo = build_net("gpt", gpt_config_overrides(cfg), {"vocab_size": a.vocab}).to(a.device).train()
+        zoo = build_net("gpt", shape_overrides(gpt2_shape(cfg.to_dict())), {"vocab_size": a.vocab}).to(a.device).train()
         return make_step(zoo, lambda: F.cross_entropy(zoo(x).flatten(0, 1), y.flatten()))
 
     def ref_step():

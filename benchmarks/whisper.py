@@ -20,8 +20,8 @@ from transformers import WhisperConfig, WhisperForConditionalGeneration
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from common import alternate_medians, compare, make_step
-from zoo.convert.common import build_net
-from zoo.convert.whisper import from_transformers, whisper_config_overrides
+from zoo.convert.common import build_net, shape_overrides
+from zoo.convert.whisper import from_transformers, whisper_shape
 from zoo.decoding import greedy
 
 
@@ -67,7 +67,7 @@ def main() -> None:
           f"{torch.get_num_threads()} threads")
 
     def zoo_step():
-        zoo = build_net("whisper", whisper_config_overrides(cfg), {"vocab_size": a.vocab}).to(a.device).train()
+        zoo = build_net("whisper", shape_overrides(whisper_shape(cfg.to_dict())), {"vocab_size": a.vocab}).to(a.device).train()
         return make_step(zoo, lambda: F.cross_entropy(zoo(x, y_in).flatten(0, 1), y_out.flatten()))
 
     def ref_step():

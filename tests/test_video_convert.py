@@ -21,6 +21,17 @@ def _randomise(model: torch.nn.Module) -> None:
             p.add_(torch.randn_like(p) * 0.02)
 
 
+def tiny_video(family: str) -> torch.nn.Module:
+    """A tiny random ``VivitForVideoClassification`` or ``VideoMAEForVideoClassification`` (``family``)."""
+    torch.manual_seed(0)
+    if family == "vivit":
+        hf = VivitForVideoClassification(VivitConfig(**SHAPE, tubelet_size=[2, 4, 4])).eval()
+    else:
+        hf = VideoMAEForVideoClassification(VideoMAEConfig(**SHAPE, tubelet_size=2, patch_size=4)).eval()
+    _randomise(hf)
+    return hf
+
+
 def _compare(hf, net, dtype, what: str) -> None:
     hf, net = hf.to(dtype), net.to(dtype)
     videos = torch.randn(3, 4, 3, 16, 16, dtype=dtype)  # (B, T, C, H, W), frames first as both read them
@@ -61,12 +72,7 @@ def test_hf_videomae_logits_match(dtype, options):
 
 @pytest.mark.parametrize("family", ["vivit", "videomae"])
 def test_hf_checkpoint_directory_loads(tmp_path, family):
-    torch.manual_seed(0)
-    if family == "vivit":
-        hf = VivitForVideoClassification(VivitConfig(**SHAPE, tubelet_size=[2, 4, 4])).eval()
-    else:
-        hf = VideoMAEForVideoClassification(VideoMAEConfig(**SHAPE, tubelet_size=2, patch_size=4)).eval()
-    _randomise(hf)
+    hf = tiny_video(family)
     hf.save_pretrained(tmp_path / "hf")
     net = (vivit if family == "vivit" else videomae).load_checkpoint_dir(tmp_path / "hf")
     _compare(hf, net, torch.float32, f"{family} from a checkpoint directory")

@@ -73,6 +73,14 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
 # Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with it).
 ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.bert.pretrained",
+    "zoo.convert.gpt2.pretrained",
+    "zoo.convert.llama.pretrained",
+    "zoo.convert.llava.pretrained",
+    "zoo.convert.t5.pretrained",
+    "zoo.convert.videomae.pretrained",
+    "zoo.convert.vit.pretrained",
+    "zoo.convert.vivit.pretrained",
+    "zoo.convert.whisper.pretrained",
 })
 
 

@@ -13,21 +13,20 @@ Three ways in:
 
 from __future__ import annotations
 
-import json
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HEAD_PREFIX = "head."
+MODEL_TYPES = ("bert",)  # the config.json model_type values this converter reads
 
 
 def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
@@ -96,25 +95,6 @@ def bert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return out
 
 
-def read_checkpoint_dir(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """(config.json as a dict, the state dict) of a Hugging Face checkpoint directory."""
-    path = Path(path)
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"{config_file} is missing: {path} is not a Hugging Face checkpoint directory")
-    config = json.loads(config_file.read_text())
-    if (path / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(str(path / "model.safetensors"))
-    elif (path / "pytorch_model.bin").is_file():
-        state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    else:
-        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin "
-                                f"(sharded checkpoints are not supported)")
-    return config, state
-
-
 def _load(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
     """load_mapped, keeping the net's fresh MLM head where the checkpoint has none."""
     if not any(k.startswith(HEAD_PREFIX) for k in state):
@@ -145,27 +125,14 @@ def _from_config_and_state(config: dict[str, Any], state: dict[str, Tensor], sou
 @torch.no_grad()
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo BERT of a Hugging Face BERT checkpoint directory, in eval mode."""
-    config, state = read_checkpoint_dir(path)
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
     return _from_config_and_state(config, state, str(path))
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
     """``model.init_from`` hook: (``net_cfg`` reshaped to the checkpoint at ``path``, the net
-    built from it holding the checkpoint's weights). The data's vocabulary must be the checkpoint's.
-    Builds with ``instantiate`` (not :func:`build_net`): it runs inside a Hydra app."""
-    config, state = read_checkpoint_dir(path)
+    built from it holding the checkpoint's weights). The data's vocabulary must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = bert_shape(config)
-    cfg = OmegaConf.create(net_cfg)
-    data_vocab = OmegaConf.select(cfg, "embedder.vocab_size")
-    if data_vocab != shape["embedder.vocab_size"]:
-        raise ValueError(
-            f"the data's tokenizer has {data_vocab} tokens but {path}/config.json has vocab_size="
-            f"{shape['embedder.vocab_size']}: tokenize with the checkpoint's tokenizer "
-            f"(data=wikitext does so when model.init_from is set)"
-        )
-    for key, value in shape.items():
-        OmegaConf.update(cfg, key, value)
-    net = hydra.utils.instantiate(cfg)
-    with torch.no_grad():
-        _load(net, bert_state_dict(state, shape["n_layers"]), path)
-    return OmegaConf.to_container(cfg), net
+    check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
+    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(_load, source=path))

@@ -3,38 +3,67 @@ projector, Llama language model) -> zoo LLaVA (conf/model/llava.yaml)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import Tensor
+from omegaconf import OmegaConf
+from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped
-from zoo.convert.llama import llama_config_overrides, llama_state_dict
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.llama import llama_shape, llama_state_dict
 
-VISION = "model.net.embedder.vision"
+MODEL_TYPES = ("llava",)  # the config.json model_type values this converter reads
 
 
-def clip_vision_overrides(v, feature_layer: int, strategy: str) -> list[str]:
-    """Hydra overrides that give the zoo vision tower a CLIP vision config's shape."""
-    if v.hidden_act not in ("quick_gelu", "gelu"):
-        raise ValueError(f"CLIP hidden_act={v.hidden_act!r} is not supported")
+def clip_vision_shape(v: dict[str, Any], feature_layer: int, strategy: str) -> dict[str, Any]:
+    """The values, keyed by their path under the vision tower, that give it a CLIP vision
+    config's shape (as a dict); every dependent key is listed, for a resolved config."""
+    act = v.get("hidden_act", "quick_gelu")
+    if act not in ("quick_gelu", "gelu"):
+        raise ValueError(f"CLIP hidden_act={act!r} is not supported")
     if strategy not in ("default", "full"):
         raise ValueError(f"vision_feature_select_strategy={strategy!r}: expected 'default' or 'full'")
     if not isinstance(feature_layer, int):
         raise ValueError(f"vision_feature_layer={feature_layer!r}: only a single layer is supported")
-    m = f"{VISION}.model"
-    return [
-        f"{VISION}.image_size={v.image_size}",
-        f"{VISION}.feature_layer={feature_layer}",
-        f"{VISION}.keep_cls={strategy == 'full'}",
-        f"{m}.n_layers={v.num_hidden_layers}",
-        f"{m}.embedder.patch_size={v.patch_size}",
-        f"{m}.embedder.channels={v.num_channels}",
-        f"{m}.embedder.norm_eps={v.layer_norm_eps}",
-        f"{m}.block.d_model={v.hidden_size}",
-        f"{m}.block.n_heads={v.num_attention_heads}",
-        f"{m}.block.d_ff={v.intermediate_size}",
-        f"{m}.block.norm_eps={v.layer_norm_eps}",
-        f"{m}.block.activation={v.hidden_act}",
-    ]
+    d, eps = v["hidden_size"], v.get("layer_norm_eps", 1e-5)
+    return {
+        "image_size": v["image_size"],
+        "feature_layer": feature_layer,
+        "keep_cls": strategy == "full",
+        "model.n_layers": v["num_hidden_layers"],
+        "model.embedder.image_size": v["image_size"],
+        "model.embedder.patch_size": v["patch_size"],
+        "model.embedder.channels": v.get("num_channels", 3),
+        "model.embedder.d_model": d,
+        "model.embedder.norm_eps": eps,
+        "model.block.d_model": d,
+        "model.block.n_heads": v["num_attention_heads"],
+        "model.block.d_ff": v["intermediate_size"],
+        "model.block.norm_eps": eps,
+        "model.block.activation": act,
+    }
+
+
+def llava_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=llava`` the shape of
+    a Hugging Face LLaVA config (as a dict): a CLIP vision tower, LLaVA's projector, a Llama LM."""
+    text, vision = config["text_config"], config["vision_config"]
+    kinds = (text.get("model_type", "llama"), vision.get("model_type", "clip_vision_model"))
+    if kinds != ("llama", "clip_vision_model"):
+        raise ValueError(f"LLaVA with text model_type={kinds[0]!r} and vision model_type={kinds[1]!r}: "
+                         f"only a llama language model and a clip_vision_model tower are supported")
+    if config.get("projector_hidden_act", "gelu") != "gelu" or not config.get("multimodal_projector_bias", True):
+        raise ValueError("only LLaVA's projector (Linear + exact GELU + Linear, with biases) is supported")
+    d, vocab = text["hidden_size"], text["vocab_size"]
+    tower = clip_vision_shape(vision, config.get("vision_feature_layer", -2),
+                              config.get("vision_feature_select_strategy", "default"))
+    return llama_shape(text) | {f"embedder.vision.{k}": v for k, v in tower.items()} | {
+        "embedder.projector": "mlp2x_gelu",
+        "embedder.image_token_id": config.get("image_token_id", config.get("image_token_index")),
+        "embedder.text.vocab_size": vocab, "embedder.text.d_model": d,
+        "embedder.text.max_len": text["max_position_embeddings"],
+        "head.d_model": d, "head.vocab_size": vocab,
+    }
 
 
 def clip_vision_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
@@ -60,27 +89,50 @@ def _under(sd: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
     return {k.removeprefix(prefix): v for k, v in sd.items() if k.startswith(prefix)}
 
 
-@torch.no_grad()
-def from_transformers(hf_model) -> torch.nn.Module:
-    """A zoo LLaVA (built from conf/model/llava.yaml) holding ``hf_model``'s weights."""
-    cfg = hf_model.config
-    if cfg.projector_hidden_act != "gelu" or not getattr(cfg, "multimodal_projector_bias", True):
-        raise ValueError("only LLaVA's projector (Linear + exact GELU + Linear, with biases) is supported")
-    overrides = [
-        *llama_config_overrides(cfg.text_config),
-        *clip_vision_overrides(cfg.vision_config, cfg.vision_feature_layer, cfg.vision_feature_select_strategy),
-        "model.net.embedder.projector=mlp2x_gelu",
-    ]
-    dims = {"vocab_size": cfg.text_config.vocab_size, "image_token_id": cfg.image_token_id}
-    net = build_net("llava", overrides, dims)
-    sd = hf_model.state_dict()
+def in_memory_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A checkpoint file's names (transformers 4's, which the Hub's files and ``save_pretrained``
+    keep) as transformers 5 names them in memory; names already in that form stay."""
+    prefixes = (("language_model.model.", "model.language_model."), ("language_model.lm_head.", "lm_head."),
+                ("vision_tower.vision_model.", "model.vision_tower."), ("vision_tower.", "model.vision_tower."),
+                ("multi_modal_projector.", "model.multi_modal_projector."))
+    renamed = {}
+    for name, value in state.items():
+        old, new = next(((o, n) for o, n in prefixes if name.startswith(o)), ("", ""))
+        renamed[new + name.removeprefix(old)] = value
+    return renamed
+
+
+def llava_state_dict(sd: dict[str, Tensor], config: dict[str, Any]) -> dict[str, Tensor]:
+    """Rename a ``LlavaForConditionalGeneration``'s weights (transformers 5 in-memory names) to the zoo's."""
     lm = _under(sd, "model.language_model.") | {"lm_head.weight": sd["lm_head.weight"]}
-    state = llama_state_dict(lm, cfg.text_config.num_hidden_layers, embed="embedder.text.tokens.weight")
-    vision = clip_vision_state_dict(_under(sd, "model.vision_tower."), cfg.vision_config.num_hidden_layers)
+    state = llama_state_dict(lm, config["text_config"]["num_hidden_layers"], embed="embedder.text.tokens.weight")
+    vision = clip_vision_state_dict(_under(sd, "model.vision_tower."), config["vision_config"]["num_hidden_layers"])
     state |= {f"embedder.vision.model.{k}": v for k, v in vision.items()}
     projector = _under(sd, "model.multi_modal_projector.")
     for ours, theirs in [("0", "linear_1"), ("2", "linear_2")]:
         for p in ("weight", "bias"):
             state[f"embedder.projector.{ours}.{p}"] = projector[f"{theirs}.{p}"]
-    load_mapped(net, state)
+    return state
+
+
+@torch.no_grad()
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo LLaVA (built from conf/model/llava.yaml) holding ``hf_model``'s weights."""
+    cfg = hf_model.config.to_dict()
+    dims = {"vocab_size": cfg["text_config"]["vocab_size"], "image_token_id": hf_model.config.image_token_id}
+    net = build_net("llava", shape_overrides(llava_shape(cfg)), dims)
+    load_mapped(net, llava_state_dict(hf_model.state_dict(), cfg))
     return net
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the LLaVA folder at ``path``, the net
+    holding its weights). The data's vocabulary and image token id must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = llava_shape(config)
+    check_vocab(net_cfg, "embedder.text.vocab_size", shape["embedder.text.vocab_size"], path)
+    data_image_id = OmegaConf.select(OmegaConf.create(net_cfg), "embedder.image_token_id")
+    if data_image_id != shape["embedder.image_token_id"]:
+        raise ValueError(f"the data's <image> token is id {data_image_id} but {path}/config.json has "
+                         f"image_token_index={shape['embedder.image_token_id']}")
+    return init_net(net_cfg, shape, llava_state_dict(in_memory_names(state), config))

@@ -1,20 +1,21 @@
 """Hugging Face T5 (``T5ForConditionalGeneration``, v1.0 and v1.1) -> zoo T5.
 
 :func:`from_transformers` converts a loaded model; :func:`load_pretrained` reads a
-checkpoint directory (``config.json`` + ``model.safetensors``) without needing
-``transformers``.
+checkpoint directory without needing ``transformers``; :func:`pretrained` is the
+``model.init_from=DIR`` hook.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
 
+MODEL_TYPES = ("t5",)  # the config.json model_type values this converter reads (v1.0 and v1.1 alike)
 EXTRA = 102  # model=t5 adds sentinels + eos + start to the data's vocabulary (conf/model/t5.yaml)
 
 
@@ -24,8 +25,10 @@ def head_is_tied(state: dict[str, Tensor]) -> bool:
     return "lm_head.weight" not in state or torch.equal(state["lm_head.weight"], shared)
 
 
-def t5_config_overrides(config: dict, tied: bool) -> tuple[str, list[str]]:
-    """(model preset, Hydra overrides) that give zoo T5 the shape of an HF T5 ``config.json``.
+def t5_shape(config: dict, tied: bool) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=t5`` the shape
+    (and dropout) of an HF T5 ``config.json``; every dependent key is listed, so the same values
+    apply to a resolved config.
 
     The head's input is scaled by d_model^-0.5 in v1.0 (``tie_word_embeddings`` true in its
     config; newer ``transformers`` record it as ``scale_decoder_outputs``), not in v1.1."""
@@ -35,30 +38,32 @@ def t5_config_overrides(config: dict, tied: bool) -> tuple[str, list[str]]:
     if act not in activation:
         raise ValueError(f"unsupported T5 feed_forward_proj {config.get('feed_forward_proj')!r}")
     scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))
-    d, vocab = config["d_model"], config["vocab_size"]
-    overrides = [
-        f"model.net.n_encoder_layers={config['num_layers']}",
-        f"model.net.context={config.get('n_positions', 512)}",  # T5 has no limit; 512 is its training length
-        f"model.net.n_decoder_layers={config.get('num_decoder_layers') or config['num_layers']}",
-        f"model.net.tie_embeddings={tied}",
-        f"model.net.head.scale={d ** -0.5 if scaled else 1.0}",
-        f"model.net.block.d_model={d}",
-        f"model.net.block.n_heads={config['num_heads']}",
-        f"model.net.block.head_dim={config['d_kv']}",
-        f"model.net.block.d_ff={config['d_ff']}",
-        f"model.net.block.norm_eps={config.get('layer_norm_epsilon', 1e-6)}",
-        f"model.net.block.activation={activation[act]}",
-        f"model.net.block.gated={gated}",
-        f"model.net.block.dropout={config.get('dropout_rate', 0.1)}",
-        f"model.net.block.attn_dropout={config.get('dropout_rate', 0.1)}",
-        f"model.net.block.ffn_dropout={config.get('dropout_rate', 0.1)}",
-        f"model.net.encoder_bias.num_buckets={config.get('relative_attention_num_buckets', 32)}",
-        f"model.net.encoder_bias.max_distance={config.get('relative_attention_max_distance', 128)}",
-        f"model.net.decoder_bias.num_buckets={config.get('relative_attention_num_buckets', 32)}",
-        f"model.net.decoder_bias.max_distance={config.get('relative_attention_max_distance', 128)}",
-        *[f"model.net.{part}.vocab_size={vocab}" for part in ("encoder_embedder", "decoder_embedder", "head")],
-    ]
-    return "t5", overrides
+    d, vocab, dropout = config["d_model"], config["vocab_size"], config.get("dropout_rate", 0.1)
+    context = config.get("n_positions", 512)  # T5 has no limit; 512 is its training length
+    embedder = {"vocab_size": vocab, "d_model": d, "max_len": context, "dropout": dropout}
+    bias = {"n_heads": config["num_heads"], "num_buckets": config.get("relative_attention_num_buckets", 32),
+            "max_distance": config.get("relative_attention_max_distance", 128)}
+    return {
+        "n_encoder_layers": config["num_layers"],
+        "n_decoder_layers": config.get("num_decoder_layers") or config["num_layers"],
+        "context": context,
+        "tie_embeddings": tied,
+        "block.d_model": d,
+        "block.n_heads": config["num_heads"],
+        "block.head_dim": config["d_kv"],
+        "block.d_ff": config["d_ff"],
+        "block.norm_eps": config.get("layer_norm_epsilon", 1e-6),
+        "block.activation": activation[act],
+        "block.gated": gated,
+        "block.dropout": dropout,
+        "block.attn_dropout": dropout,
+        "block.ffn_dropout": dropout,
+        **{f"{part}.{k}": v for part in ("encoder_embedder", "decoder_embedder") for k, v in embedder.items()},
+        **{f"{part}.{k}": v for part in ("encoder_bias", "decoder_bias") for k, v in bias.items()},
+        "head.d_model": d,
+        "head.vocab_size": vocab,
+        "head.scale": d ** -0.5 if scaled else 1.0,
+    }
 
 
 def t5_state_dict(hf: dict[str, Tensor], n_encoder: int, n_decoder: int, gated: bool, tied: bool) -> dict[str, Tensor]:
@@ -99,13 +104,16 @@ def t5_state_dict(hf: dict[str, Tensor], n_encoder: int, n_decoder: int, gated: 
 @torch.no_grad()
 def from_state(config: dict, state: dict[str, Tensor]) -> torch.nn.Module:
     """A zoo T5 with the shape of ``config`` (an HF T5 config dict) holding ``state``."""
-    tied = head_is_tied(state)
-    preset, overrides = t5_config_overrides(config, tied)
-    net = build_net(preset, overrides, {"vocab_size": config["vocab_size"] - EXTRA})
-    gated = config.get("feed_forward_proj", "relu").startswith("gated")
-    n_dec = config.get("num_decoder_layers") or config["num_layers"]
-    load_mapped(net, t5_state_dict(state, config["num_layers"], n_dec, gated, tied))
+    shape = t5_shape(config, head_is_tied(state))
+    net = build_net("t5", shape_overrides(shape), {"vocab_size": config["vocab_size"] - EXTRA})
+    load_mapped(net, _state_dict(state, shape))
     return net.eval()
+
+
+def _state_dict(state: dict[str, Tensor], shape: dict[str, Any]) -> dict[str, Tensor]:
+    """:func:`t5_state_dict` for a checkpoint of ``shape``."""
+    return t5_state_dict(state, shape["n_encoder_layers"], shape["n_decoder_layers"], shape["block.gated"],
+                         shape["tie_embeddings"])
 
 
 def from_transformers(hf_model) -> torch.nn.Module:
@@ -114,25 +122,14 @@ def from_transformers(hf_model) -> torch.nn.Module:
 
 
 def load_pretrained(directory: str | Path) -> torch.nn.Module:
-    """A zoo T5 from an HF checkpoint directory: ``config.json`` + ``model.safetensors``
-    (or shards listed in ``model.safetensors.index.json``)."""
-    from safetensors.torch import load_file
+    """A zoo T5 from an HF checkpoint directory (``config.json`` + weights, sharded or not)."""
+    return from_state(*read_checkpoint_dir(directory, MODEL_TYPES))
 
-    directory = Path(directory)
-    config_path = directory / "config.json"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{config_path} is missing: not a Hugging Face checkpoint directory")
-    config = json.loads(config_path.read_text())
-    if config.get("model_type", "t5") != "t5":
-        raise ValueError(f"{config_path} describes a {config['model_type']!r} model, not t5")
-    index = directory / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    elif (directory / "model.safetensors").exists():
-        files = ["model.safetensors"]
-    else:
-        raise FileNotFoundError(f"{directory} has neither model.safetensors nor model.safetensors.index.json")
-    state: dict[str, Tensor] = {}
-    for name in files:
-        state |= load_file(str(directory / name))
-    return from_state(config, state)
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], torch.nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the T5 folder at ``path``, the net
+    holding its weights). The data's vocabulary plus the zoo's 102 added ids must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = t5_shape(config, head_is_tied(state))
+    check_vocab(net_cfg, "encoder_embedder.vocab_size", config["vocab_size"], path, added=EXTRA)
+    return init_net(net_cfg, shape, _state_dict(state, shape))

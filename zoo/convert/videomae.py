@@ -15,10 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import read_checkpoint_dir
-from zoo.convert.common import load_mapped
-from zoo.convert.vit import hf_block_weights
-from zoo.convert.vivit import _square, rename_parts, video_net
+from zoo.convert.common import load_mapped, read_checkpoint_dir
+from zoo.convert.vit import classifier_pretrained, hf_block_weights, rename_parts
+from zoo.convert.vivit import VIDEO_INPUTS, _square, video_net, video_shape
+
+MODEL_TYPES = ("videomae",)  # the config.json model_type values this converter reads
 
 # Checkpoint files keep the q and v biases as lone tensors (transformers 4 names).
 FILE_NAMES = (("attention.q_bias", "attention.query.bias"), ("attention.v_bias", "attention.value.bias"))
@@ -46,16 +47,27 @@ def videomae_state_dict(hf: dict[str, Tensor], n_layers: int, positions: Tensor)
     return out
 
 
+def videomae_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`video_shape` of a ``VideoMAEConfig`` (as a dict): no key bias; mean pooling puts a
+    LayerNorm after the pooling, the other pooling (the first vector) one after the stack."""
+    mean = config["use_mean_pooling"]
+    pooling = {"final_norm": False, "head.pool": "mean", "head.norm_eps": 1e-5} if mean else \
+        {"final_norm": True, "head.pool": "cls", "head.norm_eps": None}
+    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"), config["qv_bias"])
+    return shape | {"block.bias_k": False} | pooling
+
+
+def _own_table(net: nn.Module, state: dict[str, Tensor]) -> None:
+    """load_mapped with the zoo's own sinusoid table (the files do not hold one)."""
+    load_mapped(net, state | {"embedder.positions.weight": net.embedder.positions.weight})
+
+
 @torch.no_grad()
 def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor],
                           positions: Tensor | None = None) -> nn.Module:
     """A zoo VideoMAE classifier from a ``VideoMAEConfig`` (as a dict) and its model's state dict;
     ``positions``: the reference's sinusoid table (N, D), else the zoo's own."""
-    mean = config["use_mean_pooling"]
-    pooling = ["model.net.final_norm=false", "model.net.head.pool=mean", "model.net.head.norm_eps=1e-5"] if mean else \
-        ["model.net.final_norm=true", "model.net.head.pool=cls", "model.net.head.norm_eps=null"]
-    net = video_net("videomae", config, config["tubelet_size"], _square(config["patch_size"], "patch_size"),
-                    config["qv_bias"], ["model.net.block.bias_k=false", *pooling])
+    net = video_net("videomae", videomae_shape(config))
     table = net.embedder.positions.weight if positions is None else positions
     load_mapped(net, videomae_state_dict(state, config["num_hidden_layers"], table))
     return net.eval()
@@ -69,5 +81,15 @@ def from_transformers(hf_model) -> nn.Module:
 
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo VideoMAE classifier of a Hugging Face checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path)
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
     return from_config_and_state(config, rename_parts(state, FILE_NAMES))
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook for a VideoMAE folder (see :func:`zoo.convert.vit.classifier_pretrained`)."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = videomae_shape(config)
+    renamed = rename_parts(state, FILE_NAMES)
+    state = {k: v for k, v in videomae_state_dict(renamed, shape["n_layers"], torch.empty(0)).items()
+             if k != "embedder.positions.weight"}
+    return classifier_pretrained(net_cfg, path, shape, state, VIDEO_INPUTS, _own_table)

@@ -5,15 +5,37 @@ Each is one short, shape-checked renaming."""
 from __future__ import annotations
 
 import math
+import warnings
+from typing import Any, Callable
 
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+
+MODEL_TYPES = ("vit",)  # the config.json model_type values the Hugging Face reader takes
 
 # Hugging Face ``hidden_act`` -> the Block's activation
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                   "quick_gelu": "quick_gelu", "relu": "relu", "silu": "silu"}
+
+# Checkpoint files (the Hub's, and what save_pretrained writes) keep the transformers 4 names;
+# in memory, transformers 5 renames them: (file name part, in-memory name part), applied in order.
+FILE_NAMES = (("encoder.layer.", "layers."), ("attention.attention.query", "attention.q_proj"),
+              ("attention.attention.key", "attention.k_proj"), ("attention.attention.value", "attention.v_proj"),
+              ("attention.output.dense", "attention.o_proj"), ("intermediate.dense", "mlp.fc1"),
+              ("output.dense", "mlp.fc2"))
+
+
+def rename_parts(state: dict[str, Tensor], parts: tuple[tuple[str, str], ...]) -> dict[str, Tensor]:
+    """``state`` with each (old, new) part of its names replaced, in order."""
+    renamed = {}
+    for name, value in state.items():
+        for old, new in parts:
+            name = name.replace(old, new)
+        renamed[name] = value
+    return renamed
 
 
 def _shape_overrides(n_layers: int, d_model: int, n_heads: int, d_ff: int, patch_size: int, eps: float,
@@ -55,16 +77,33 @@ def hf_block_weights(hf: dict[str, Tensor], h: str, z: str, attn: dict[str, str]
 
 # ---------------------------------------------------------------- Hugging Face
 
-def vit_config_overrides(hf_config) -> list[str]:
-    """Hydra overrides that give ``model=vit`` the shape of a Hugging Face ``ViTConfig``."""
-    if hf_config.hidden_act not in HF_ACTIVATIONS:
-        raise ValueError(f"hidden_act={hf_config.hidden_act!r} has no zoo activation (known: {sorted(HF_ACTIVATIONS)})")
-    return [
-        *_shape_overrides(hf_config.num_hidden_layers, hf_config.hidden_size, hf_config.num_attention_heads,
-                          hf_config.intermediate_size, hf_config.patch_size, hf_config.layer_norm_eps,
-                          hf_config.qkv_bias),
-        f"model.net.block.activation={HF_ACTIVATIONS[hf_config.hidden_act]}",
-    ]
+def vit_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=vit`` the shape
+    (and dropout) of a Hugging Face ``ViTConfig`` (as a dict). Every dependent key is listed, so
+    the same values apply to a resolved config."""
+    act = config.get("hidden_act", "gelu")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"hidden_act={act!r} has no zoo activation (known: {sorted(HF_ACTIVATIONS)})")
+    d, eps, bias, dropout = (config["hidden_size"], config.get("layer_norm_eps", 1e-12), config.get("qkv_bias", True),
+                             config.get("hidden_dropout_prob", 0.0))
+    return {
+        "n_layers": config["num_hidden_layers"],
+        "block.d_model": d,
+        "block.n_heads": config["num_attention_heads"],
+        "block.d_ff": config["intermediate_size"],
+        "block.norm_eps": eps,
+        "block.activation": HF_ACTIVATIONS[act],
+        "block.bias_q": bias, "block.bias_k": bias, "block.bias_v": bias,
+        "block.dropout": dropout,
+        "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.0),
+        "embedder.image_size": config["image_size"],
+        "embedder.patch_size": config["patch_size"],
+        "embedder.channels": config.get("num_channels", 3),
+        "embedder.d_model": d,
+        "embedder.dropout": dropout,
+        "head.d_model": d,
+        "head.num_classes": len(config.get("id2label") or {0: 0, 1: 1}),  # transformers' default: 2 labels
+    }
 
 
 def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
@@ -90,9 +129,43 @@ def from_transformers(hf_model) -> nn.Module:
     """A zoo ViT (built from conf/model/vit.yaml) holding a ``ViTForImageClassification``'s weights."""
     cfg = hf_model.config
     dims = {"num_classes": cfg.num_labels, "image_size": cfg.image_size, "channels": cfg.num_channels}
-    net = build_net("vit", vit_config_overrides(cfg), dims)
+    net = build_net("vit", shape_overrides(vit_shape(cfg.to_dict())), dims)
     load_mapped(net, hf_vit_state_dict(hf_model.state_dict(), cfg.num_hidden_layers))
     return net
+
+
+def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], state: dict[str, Tensor],
+                          data_keys: tuple[str, ...],
+                          load: Callable[[nn.Module, dict[str, Tensor]], None] = load_mapped) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` for a classifier (ViT, ViViT, VideoMAE): the data's inputs must have the
+    checkpoint's ``data_keys`` (image size, channels, frames); with another number of classes the
+    classifier starts from scratch (fine-tuning on a new label set) and the rest is loaded."""
+    data = OmegaConf.create(net_cfg)
+    for key in data_keys:
+        if OmegaConf.select(data, key) != shape[key]:
+            raise ValueError(f"the data's inputs have {key.split('.')[-1]}={OmegaConf.select(data, key)} but "
+                             f"{path}/config.json says {shape[key]}: give the data the checkpoint's input shape")
+    classes = OmegaConf.select(data, "head.num_classes")
+    if classes != shape["head.num_classes"]:
+        warnings.warn(f"{path} classifies {shape['head.num_classes']} labels, the data {classes}: "
+                      f"the classifier starts from scratch")
+        shape = shape | {"head.num_classes": classes}
+        state = {k: v for k, v in state.items() if not k.startswith("head.proj.")}
+
+    def load_keeping_fresh_head(net: nn.Module, weights: dict[str, Tensor]) -> None:
+        fresh = {k: v for k, v in net.state_dict().items() if k.startswith("head.proj.")}
+        load(net, fresh | weights)
+
+    return init_net(net_cfg, shape, state, load_keeping_fresh_head)
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the ``ViTForImageClassification``
+    folder at ``path``, the net holding its weights); see :func:`classifier_pretrained`."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = vit_shape(config)
+    return classifier_pretrained(net_cfg, path, shape, hf_vit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"]),
+                                 ("embedder.image_size", "embedder.channels"))
 
 
 # ---------------------------------------------------------------- timm

@@ -10,31 +10,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import read_checkpoint_dir
-from zoo.convert.common import build_net, load_mapped
-from zoo.convert.vit import HF_ACTIVATIONS, _shape_overrides, hf_vit_state_dict
+from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.vit import FILE_NAMES, HF_ACTIVATIONS, classifier_pretrained, hf_vit_state_dict, rename_parts
+
+MODEL_TYPES = ("vivit",)  # the config.json model_type values this converter reads
 
 # ViViT's default ``gelu_fast`` is the tanh approximation with sqrt(2 / pi) cut to 10 digits
 # (0.7978845608): a 3e-12 relative difference from the Block's gelu_tanh, far below fp32 rounding.
 ACTIVATIONS = HF_ACTIVATIONS | {"gelu_fast": "gelu_tanh"}
-# Checkpoint files (the Hub's, and what save_pretrained writes) keep the transformers 4 names;
-# in memory, transformers 5 renames them: (file name part, in-memory name part), applied in order.
-FILE_NAMES = (("encoder.layer.", "layers."), ("attention.attention.query", "attention.q_proj"),
-              ("attention.attention.key", "attention.k_proj"), ("attention.attention.value", "attention.v_proj"),
-              ("attention.output.dense", "attention.o_proj"), ("intermediate.dense", "mlp.fc1"),
-              ("output.dense", "mlp.fc2"))
-
-
-def rename_parts(state: dict[str, Tensor], parts: tuple[tuple[str, str], ...]) -> dict[str, Tensor]:
-    """``state`` with each (old, new) part of its names replaced, in order."""
-    renamed = {}
-    for name, value in state.items():
-        for old, new in parts:
-            name = name.replace(old, new)
-        renamed[name] = value
-    return renamed
-
-
 def _square(value: int | list[int], what: str) -> int:
     """``image_size`` / a patch side given as one int or an (h, w) pair; the zoo's are square."""
     sides = [value] * 2 if isinstance(value, int) else list(value)
@@ -43,18 +26,41 @@ def _square(value: int | list[int], what: str) -> int:
     return sides[0]
 
 
-def video_net(model: str, config: dict[str, Any], tubelet: int, patch: int, qkv_bias: bool,
-              overrides: list[str]) -> nn.Module:
-    """``model=<model>`` (vivit / videomae) shaped like a Hugging Face video ``config.json`` (as a dict)."""
+def video_shape(config: dict[str, Any], tubelet: int, patch: int, qkv_bias: bool) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give a video classifier (vivit /
+    videomae) the shape of a Hugging Face video ``config.json`` (as a dict); every dependent key
+    is listed, for a resolved config."""
     act = config.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise ValueError(f"hidden_act={act!r} has no zoo activation (known: {sorted(ACTIVATIONS)})")
-    shape = _shape_overrides(config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-                             config["intermediate_size"], patch, config["layer_norm_eps"], qkv_bias)
-    shape += [f"model.net.embedder.tubelet_size={tubelet}", f"model.net.block.activation={ACTIVATIONS[act]}"]
-    dims = {"num_classes": len(config["id2label"]), "num_frames": config["num_frames"],
-            "image_size": _square(config["image_size"], "image_size"), "channels": config["num_channels"]}
-    return build_net(model, shape + overrides, dims)
+    d = config["hidden_size"]
+    return {
+        "n_layers": config["num_hidden_layers"],
+        "block.d_model": d,
+        "block.n_heads": config["num_attention_heads"],
+        "block.d_ff": config["intermediate_size"],
+        "block.norm_eps": config["layer_norm_eps"],
+        "block.activation": ACTIVATIONS[act],
+        "block.bias_q": qkv_bias, "block.bias_k": qkv_bias, "block.bias_v": qkv_bias,
+        "embedder.tubelet_size": tubelet,
+        "embedder.patch_size": patch,
+        "embedder.frames": config["num_frames"],
+        "embedder.image_size": _square(config["image_size"], "image_size"),
+        "embedder.channels": config["num_channels"],
+        "embedder.d_model": d,
+        "head.d_model": d,
+        "head.num_classes": len(config["id2label"]),
+    }
+
+
+def video_net(model: str, shape: dict[str, Any]) -> nn.Module:
+    """``model=<model>`` (vivit / videomae) with ``shape`` (from :func:`video_shape`)."""
+    dims = {"num_classes": shape["head.num_classes"], "num_frames": shape["embedder.frames"],
+            "image_size": shape["embedder.image_size"], "channels": shape["embedder.channels"]}
+    return build_net(model, shape_overrides(shape), dims)
+
+
+VIDEO_INPUTS = ("embedder.frames", "embedder.image_size", "embedder.channels")  # what the data must match
 
 
 def vivit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
@@ -63,11 +69,16 @@ def vivit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return hf_vit_state_dict(rename_parts(hf, (("vivit.", "vit."),)), n_layers)
 
 
+def vivit_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`video_shape` of a ``VivitConfig`` (as a dict): square tubelets only."""
+    tubelet = list(config["tubelet_size"])
+    return video_shape(config, tubelet[0], _square(tubelet[1:], "tubelet_size[1:]"), config["qkv_bias"])
+
+
 @torch.no_grad()
 def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor]) -> nn.Module:
     """A zoo ViViT from a ``VivitConfig`` (as a dict) and its model's state dict."""
-    tubelet = list(config["tubelet_size"])
-    net = video_net("vivit", config, tubelet[0], _square(tubelet[1:], "tubelet_size[1:]"), config["qkv_bias"], [])
+    net = video_net("vivit", vivit_shape(config))
     load_mapped(net, vivit_state_dict(state, config["num_hidden_layers"]))
     return net.eval()
 
@@ -79,5 +90,13 @@ def from_transformers(hf_model) -> nn.Module:
 
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo ViViT of a Hugging Face ViViT checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path)
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
     return from_config_and_state(config, rename_parts(state, FILE_NAMES))
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook for a ViViT folder (see :func:`zoo.convert.vit.classifier_pretrained`)."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = vivit_shape(config)
+    state = vivit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"])
+    return classifier_pretrained(net_cfg, path, shape, state, VIDEO_INPUTS)

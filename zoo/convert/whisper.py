@@ -1,35 +1,51 @@
 """Hugging Face Whisper (``WhisperForConditionalGeneration``) -> zoo Whisper: one short,
-shape-checked mapping onto ``model=whisper`` (an EncoderDecoder of the same Block)."""
+shape-checked mapping onto ``model=whisper`` (an EncoderDecoder of the same Block), from a model
+in memory or a checkpoint folder (:func:`pretrained`, the ``model.init_from=DIR`` hook)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+
+MODEL_TYPES = ("whisper",)  # the config.json model_type values this converter reads
 
 
-def whisper_config_overrides(hf_config) -> list[str]:
-    """Hydra overrides that give ``model=whisper`` the shape of a Hugging Face Whisper config."""
-    c = hf_config
-    if (c.encoder_attention_heads, c.encoder_ffn_dim) != (c.decoder_attention_heads, c.decoder_ffn_dim):
+def whisper_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=whisper`` the
+    shape (and dropout) of a Hugging Face Whisper ``config.json``; every dependent key is listed,
+    so the same values apply to a resolved config."""
+    c = config
+    if (c["encoder_attention_heads"], c["encoder_ffn_dim"]) != (c["decoder_attention_heads"], c["decoder_ffn_dim"]):
         raise ValueError(
-            f"encoder (heads {c.encoder_attention_heads}, ffn {c.encoder_ffn_dim}) and decoder (heads "
-            f"{c.decoder_attention_heads}, ffn {c.decoder_ffn_dim}) differ: both zoo stacks share one Block config"
+            f"encoder (heads {c['encoder_attention_heads']}, ffn {c['encoder_ffn_dim']}) and decoder (heads "
+            f"{c['decoder_attention_heads']}, ffn {c['decoder_ffn_dim']}) differ: both zoo stacks share one Block config"
         )
-    if c.scale_embedding:
-        raise ValueError("scale_embedding=True is not a Whisper checkpoint setting and is not supported")
-    return [
-        f"model.net.n_encoder_layers={c.encoder_layers}",
-        f"model.net.n_decoder_layers={c.decoder_layers}",
-        f"model.net.context={c.max_target_positions}",
-        f"model.net.encoder_embedder.n_mels={c.num_mel_bins}",
-        f"model.net.encoder_embedder.max_len={c.max_source_positions}",
-        f"model.net.block.d_model={c.d_model}",
-        f"model.net.block.n_heads={c.encoder_attention_heads}",
-        f"model.net.block.d_ff={c.encoder_ffn_dim}",
-        f"model.net.block.activation={c.activation_function}",
-    ]
+    refuse(c, "Whisper config", scale_embedding=False, tie_word_embeddings=True)
+    d, vocab, context = c["d_model"], c["vocab_size"], c["max_target_positions"]
+    return {
+        "n_encoder_layers": c["encoder_layers"],
+        "n_decoder_layers": c["decoder_layers"],
+        "context": context,
+        "encoder_embedder.n_mels": c["num_mel_bins"],
+        "encoder_embedder.max_len": c["max_source_positions"],
+        "encoder_embedder.d_model": d,
+        "decoder_embedder.d_model": d,
+        "decoder_embedder.max_len": context,
+        "decoder_embedder.vocab_size": vocab,
+        "head.d_model": d,
+        "head.vocab_size": vocab,
+        "block.d_model": d,
+        "block.n_heads": c["encoder_attention_heads"],
+        "block.d_ff": c["encoder_ffn_dim"],
+        "block.activation": c.get("activation_function", "gelu"),
+        "block.dropout": c.get("dropout", 0.0),
+        "block.attn_dropout": c.get("attention_dropout", 0.0),
+        "block.ffn_dropout": c.get("activation_dropout", 0.0),
+    }
 
 
 def _layer(sd: dict[str, Tensor], h: str, z: str, cross: bool) -> dict[str, Tensor]:
@@ -76,11 +92,18 @@ def whisper_state_dict(hf: dict[str, Tensor], n_encoder_layers: int, n_decoder_l
 
 
 @torch.no_grad()
-def from_transformers(hf_model) -> torch.nn.Module:
+def from_transformers(hf_model) -> nn.Module:
     """A zoo Whisper (built from conf/model/whisper.yaml) holding ``hf_model``'s weights."""
-    cfg = hf_model.config
-    if not cfg.tie_word_embeddings:
-        raise ValueError("an untied Whisper (tie_word_embeddings=False) does not fit model=whisper's tied head")
-    net = build_net("whisper", whisper_config_overrides(cfg), {"vocab_size": cfg.vocab_size})
-    load_mapped(net, whisper_state_dict(hf_model.state_dict(), cfg.encoder_layers, cfg.decoder_layers))
+    cfg = hf_model.config.to_dict()
+    net = build_net("whisper", shape_overrides(whisper_shape(cfg)), {"vocab_size": cfg["vocab_size"]})
+    load_mapped(net, whisper_state_dict(hf_model.state_dict(), cfg["encoder_layers"], cfg["decoder_layers"]))
     return net
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the Whisper folder at ``path``, the net
+    holding its weights). The data's vocabulary must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = whisper_shape(config)
+    check_vocab(net_cfg, "decoder_embedder.vocab_size", config["vocab_size"], path)
+    return init_net(net_cfg, shape, whisper_state_dict(state, shape["n_encoder_layers"], shape["n_decoder_layers"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from zoo.checkpoint import tokenizer_of
 from zoo.data.base import ZooDataModule
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
@@ -25,15 +26,18 @@ class TinyShakespeare(ZooDataModule):
     Args:
         block_size: tokens per window (the model's context).
         check: verify the official file's size and hash (off for hand-made files).
+        tokenizer_from: fine-tuning: tokenize with the tokenizer of the checkpoint the run
+            starts from (a Hugging Face folder's ``tokenizer.json``, or a zoo .ckpt's), not
+            one token per character.
     """
 
     provides = "text"
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
                  train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
-                 num_workers: int = 0):
+                 tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
-        self.block_size, self.seed, self.check = block_size, seed, check
+        self.block_size, self.seed, self.check, self.tokenizer_from = block_size, seed, check, tokenizer_from
         self.train_batches, self.val_batches = train_batches, val_batches
         self.path = self.data_dir / "tinyshakespeare" / "input.txt"
         self.splits: dict[str, torch.Tensor] = {}
@@ -47,8 +51,8 @@ class TinyShakespeare(ZooDataModule):
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path} is missing: run prepare_data() or put the file there")
         text = utf8_text(self.path.read_bytes(), self.path)
-        self.tokenizer = CharTokenizer.from_text(text)
-        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if len(self.tokenizer.chars) < 256 else torch.int32)
+        self.tokenizer = tokenizer_of(self.tokenizer_from) if self.tokenizer_from else CharTokenizer.from_text(text)
+        ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if self.tokenizer.vocab_size <= 256 else torch.int32)
         n = int(0.9 * len(ids))
         if min(n, len(ids) - n) <= self.block_size + 1:  # RandomWindows' need, said here with the file's name
             raise ValueError(f"{self.path} holds {len(ids)} characters, too few: its 90/10 train/val split gives "

@@ -79,10 +79,16 @@ class HFTokenizer:
     @classmethod
     def from_pretrained_dir(cls, path: str | Path) -> "HFTokenizer":
         """The tokenizer of a Hugging Face checkpoint directory: ``tokenizer.json``, or
-        ``vocab.txt`` (WordPiece; lower-cased unless ``tokenizer_config.json`` says otherwise)."""
+        ``vocab.txt`` (WordPiece; lower-cased unless ``tokenizer_config.json`` says otherwise).
+        A ``tokenizer.json``'s own truncation and padding (often "cut and pad at 128") are
+        dropped: the data modules cut text into sequences themselves, and kept they would
+        silently shorten every document and pad short ones."""
         path = Path(path)
         if (path / "tokenizer.json").is_file():
-            return cls(Tokenizer.from_file(str(path / "tokenizer.json")))
+            tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            return cls(tok)
         if (path / "vocab.txt").is_file():
             from tokenizers.implementations import BertWordPieceTokenizer
 

@@ -1,0 +1,312 @@
+"""``model.init_from=DIR`` for every family with a converter: a tiny random Hugging Face model
+written by ``save_pretrained`` (with a tokenizer beside it where the data needs one) becomes a
+zoo net with the same logits, and the folder's tokenizer keeps every token."""
+
+from __future__ import annotations
+
+import json
+
+import hydra
+from hydra.errors import InstantiationException
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
+                          ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
+
+from conftest import run_train
+from exactness import assert_matches
+from test_video_convert import _compare as compare_video, tiny_video
+from test_vit_data import make_image_folder
+from zoo.checkpoint import load, tokenizer_of
+from zoo.convert.common import CONF_DIR, compose_config
+from zoo.data.tokenizers import tokenizer_from_state
+from zoo.registry import ALLOWED_CONVERTERS
+from zoo.training import train
+
+SHAKESPEARE = "the king is dead long live the king and all his men shall sing of the king "
+T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary
+VIT_DIMS = {"num_classes": 10, "image_size": 32, "channels": 3, "class_names": [str(i) for i in range(10)],
+            "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
+
+
+def word_level_tokenizer(words: list[str]) -> Tokenizer:
+    """A whitespace word-level tokenizer over ``words`` (``<unk>`` first, so id 0)."""
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<unk>", *words])}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tok
+
+
+def test_folder_tokenizer_keeps_no_truncation_or_padding(tmp_path):
+    tok = word_level_tokenizer(["<pad>", *(f"w{i}" for i in range(300))])
+    tok.enable_truncation(max_length=128)
+    tok.enable_padding(length=128, pad_id=1, pad_token="<pad>")
+    tok.save(str(tmp_path / "tokenizer.json"))
+    text = " ".join(f"w{i}" for i in range(300))
+    assert len(tok.encode(text).ids) == 128  # the file alone truncates ...
+    loaded = tokenizer_of(tmp_path)
+    assert loaded.encode(text) == [i + 2 for i in range(300)]  # ... the folder's tokenizer keeps every token
+    assert loaded.encode("w0") == [2]  # and pads nothing
+    assert loaded.encode_batch(["w0", text]) == [[2], [i + 2 for i in range(300)]]
+
+
+# ---------------------------------------------------------------- model.init_from=DIR, per family
+
+def objective_from(model: str, path, dims: dict, *overrides: str):
+    """``model=<model> model.init_from=<path>`` built as train.py does, ``dims`` standing in for the data."""
+    cfg = compose_config([f"model={model}", f"model.init_from={path}", *overrides])
+    with open_dict(cfg):
+        cfg.dims = dims
+    try:
+        return hydra.utils.instantiate(cfg.model, tokenizer=None)
+    except InstantiationException as err:  # the converter's own error, which Hydra's message quotes
+        raise err.__cause__ from None
+
+
+def tiny_gpt2(path, vocab: int = 50, **config) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=24, n_embd=16, n_layer=2, n_head=2, **config)).eval()
+    hf.save_pretrained(path)
+    return hf
+
+
+def tiny_llama(path, vocab: int = 50, **config) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                      **config)).eval()
+    hf.save_pretrained(path)
+    return hf
+
+
+def tiny_vit(path, labels: int = 10) -> ViTForImageClassification:
+    torch.manual_seed(0)
+    hf = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=24, num_labels=labels)).eval()
+    with torch.no_grad():  # the classifier starts at zero: give it values worth comparing
+        hf.classifier.weight.normal_()
+    hf.save_pretrained(path)
+    return hf
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin", "sharded"])
+@torch.no_grad()
+def test_gpt2_folder_gives_the_hf_logits(tmp_path, fmt):
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=24, n_embd=16, n_layer=2, n_head=2)).eval()
+    hf.save_pretrained(tmp_path, safe_serialization=fmt != "bin", **({"max_shard_size": "10KB"} if fmt == "sharded" else {}))
+    if fmt == "sharded":
+        assert (tmp_path / "model.safetensors.index.json").is_file()
+    model = objective_from("gpt", tmp_path, {"vocab_size": 50})
+    assert model.hparams.net["context"] == 24 and model.hparams.net["block"]["d_model"] == 16
+    ids = torch.randint(0, 50, (2, 24))
+    assert_matches(model.net.eval()(ids), hf(ids).logits, what="GPT-2 logits")
+
+
+@torch.no_grad()
+def test_llama_folder_gives_the_hf_logits(tmp_path):
+    hf = tiny_llama(tmp_path, rms_norm_eps=1e-5)
+    model = objective_from("llama", tmp_path, {"vocab_size": 50})
+    assert model.hparams.net["block"]["n_kv_heads"] == 2 and model.hparams.net["block"]["norm_eps"] == 1e-5
+    ids = torch.randint(0, 50, (2, 32))
+    assert_matches(model.net.eval()(ids), hf(ids).logits, what="Llama logits")
+
+
+@torch.no_grad()
+def test_vit_folder_gives_the_hf_logits(tmp_path):
+    hf = tiny_vit(tmp_path)
+    model = objective_from("vit", tmp_path, VIT_DIMS)
+    assert model.hparams.net["block"]["norm_eps"] == 1e-12  # from config.json, not the preset's 1e-6
+    images = torch.randn(2, 3, 32, 32)
+    assert_matches(model.net.eval()(images), hf(images).logits, what="ViT logits")
+
+
+def test_vit_folder_with_other_labels_keeps_all_but_the_classifier(tmp_path):
+    hf = tiny_vit(tmp_path, labels=3)
+    with pytest.warns(UserWarning, match="classifies 3 labels, the data 10"):
+        model = objective_from("vit", tmp_path, VIT_DIMS)
+    assert model.net.head.proj.out_features == 10
+    assert torch.equal(model.net.embedder.cls, hf.vit.embeddings.cls_token)
+
+
+def test_train_vit_two_steps_from_a_folder(tmp_path):
+    make_image_folder(tmp_path / "data", {"train": 2, "test": 1})
+    tiny_vit(tmp_path / "hf")
+    cfg = compose_config([
+        "model=vit", "data=cifar10", "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1", "+trainer.limit_test_batches=1", "callbacks.progress_bar.refresh_rate=0",
+        "data.batch_size=8", "data.val_size=8", f"paths.data_dir={tmp_path / 'data'}",
+        f"paths.cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}",
+        f"model.init_from={tmp_path / 'hf'}",
+    ])
+    metrics = train(cfg)
+    assert metrics["train/loss"] == metrics["train/loss"] and 0 <= metrics["test/acc"] <= 1
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
+    assert restored.hparams.net["block"]["d_model"] == 16 and restored.hparams.converter == "zoo.convert.vit.pretrained"
+
+
+@pytest.mark.parametrize("ff,tied", [("relu", True), ("gated-gelu", False)], ids=["v1.0", "v1.1"])
+@torch.no_grad()
+def test_t5_folder_gives_the_hf_logits(tmp_path, ff, tied):
+    torch.manual_seed(0)
+    hf = T5ForConditionalGeneration(T5Config(
+        vocab_size=T5_DATA_VOCAB + 102, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj=ff,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)).eval()
+    if not tied:  # a v1.1 head of its own (transformers 5 ties at construction whatever the config says)
+        hf.config.tie_word_embeddings = False
+        hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    hf.save_pretrained(tmp_path)
+    model = objective_from("t5", tmp_path, {"vocab_size": T5_DATA_VOCAB})
+    assert model.hparams.net["tie_embeddings"] == tied and model.hparams.net["n_decoder_layers"] == 3
+    source, target = torch.randint(2, T5_DATA_VOCAB, (2, 25)), torch.randint(2, T5_DATA_VOCAB, (2, 7))
+    padding = torch.ones(2, 25, dtype=torch.bool)
+    ref = hf(input_ids=source, attention_mask=padding.long(), decoder_input_ids=target).logits
+    assert_matches(model.net.eval()(source, target, padding), ref, what=f"T5 {ff} logits")
+
+
+@torch.no_grad()
+def test_whisper_folder_gives_the_hf_logits(tmp_path):
+    torch.manual_seed(0)
+    hf = WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=99, num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=30,
+        max_target_positions=40, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).eval()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("whisper", tmp_path, {"vocab_size": 99, "eos_id": 2, "bos_id": 1, "pad_id": 0})
+    assert model.hparams.net["encoder_embedder"]["max_len"] == 30 and model.hparams.net["context"] == 40
+    features, target = torch.randn(2, 80, 60), torch.randint(3, 99, (2, 9))
+    ref = hf(input_features=features, decoder_input_ids=target).logits
+    assert_matches(model.net.eval()(features, target), ref, what="Whisper logits")
+
+
+@torch.no_grad()
+def test_llava_folder_gives_the_hf_logits(tmp_path):
+    torch.manual_seed(0)
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+                              image_size=32, patch_size=8, hidden_act="quick_gelu")
+    text = LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
+    hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=5)).eval()
+    hf.save_pretrained(tmp_path)
+    dims = {"vocab_size": 64, "image_token_id": 5, "prompt": "{question}", "metric": "exact_match"}
+    model = objective_from("llava", tmp_path, dims)
+    assert model.hparams.net["embedder"]["vision"]["model"]["n_layers"] == 3
+    ids = torch.randint(6, 64, (2, 24))
+    ids[:, 2:18] = 5  # the 16 image tokens (32 px / patch 8), spliced in where <image> stands
+    images = torch.randn(2, 3, 32, 32)
+    ref = hf(input_ids=ids, pixel_values=images).logits
+    assert_matches(model.net.eval()(ids, images=images), ref, what="LLaVA logits")
+    with pytest.raises(ValueError, match="<image> token is id 3 but .*image_token_index=5"):
+        objective_from("llava", tmp_path, dims | {"image_token_id": 3})
+
+
+@pytest.mark.parametrize("family", ["vivit", "videomae"])
+def test_video_folder_gives_the_hf_logits(tmp_path, family):
+    hf = tiny_video(family)
+    hf.save_pretrained(tmp_path)
+    dims = {"num_classes": 5, "num_frames": 4, "image_size": 16, "channels": 3, "class_names": list("abcde"),
+            "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
+    model = objective_from(family, tmp_path, dims)
+    compare_video(hf, model.net.eval(), torch.float32, f"{family} from model.init_from")
+    with pytest.raises(ValueError, match="frames=8 but .*says 4"):
+        objective_from(family, tmp_path, dims | {"num_frames": 8})
+
+
+@pytest.mark.parametrize("model, write", [("gpt", tiny_gpt2), ("llama", tiny_llama)])
+def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, write):
+    """data=tinyshakespeare tokenizes with the folder's tokenizer.json (a word-level one whose
+    size is the weights' vocabulary), so the ids mean what the checkpoint learnt."""
+    words = sorted(set(SHAKESPEARE.split()))
+    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(SHAKESPEARE * 20)
+    write(tmp_path / "hf", vocab=len(words) + 1)
+    word_level_tokenizer(words).save(str(tmp_path / "hf" / "tokenizer.json"))
+    cfg = compose_config([
+        f"model={model}", "data=tinyshakespeare", "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0", "data.batch_size=2", "data.block_size=16",
+        "data.val_batches=1", "data.check=false", "++model.sample_tokens=0", "test=false",
+        f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'out'}", f"model.init_from={tmp_path / 'hf'}",
+    ])
+    metrics = train(cfg)
+    assert metrics["train/loss"] == metrics["train/loss"]  # present and not NaN
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # rebuilt from the file alone
+    assert restored.hparams.net["block"]["d_model"] == 16
+    assert tokenizer_from_state(restored.hparams.tokenizer).encode("the king") == [words.index("the") + 1,
+                                                                                  words.index("king") + 1]
+
+
+@pytest.mark.slow
+def test_train_py_fine_tunes_gpt2_from_a_folder(tmp_path):
+    """The command line a user types: Hydra takes model.init_from for model=gpt, and the end-of-run
+    sample is decoded by the folder's tokenizer."""
+    words = sorted(set(SHAKESPEARE.split()))
+    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(SHAKESPEARE * 20)
+    tiny_gpt2(tmp_path / "hf", vocab=len(words) + 1)
+    word_level_tokenizer(words).save(str(tmp_path / "hf" / "tokenizer.json"))
+    run_train(tmp_path / "run", tmp_path / "data", "model=gpt", f"model.init_from={tmp_path / 'hf'}", "data.check=false",
+              "data.block_size=16", "data.batch_size=2", "data.val_batches=1", "trainer.max_steps=2",
+              "trainer.val_check_interval=2", "test=false", "model.sample_prompt=the", "model.sample_tokens=5")
+    sample = (tmp_path / "run" / "samples.txt").read_text().split()
+    assert sample[0] == "the" and len(sample) == 6 and set(sample) <= set(words)
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_folder_without_config_json_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json is missing"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_other_architecture_is_named_with_the_ones_read(tmp_path):
+    tiny_llama(tmp_path)
+    with pytest.raises(ValueError, match=r"model_type='llama'.*LlamaForCausalLM.*reads \['gpt2'\]"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_folder_without_weights_is_named(tmp_path):
+    GPT2Config().save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_weight_shape_mismatch_names_the_parameter_and_both_shapes(tmp_path):
+    tiny_gpt2(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"n_positions": 20}))  # weights keep 24 positions
+    with pytest.raises(ValueError, match=r"embedder.positions.weight: checkpoint has shape \(24, 16\), model has \(20, 16\)"):
+        objective_from("gpt", tmp_path, {"vocab_size": 50})
+
+
+def test_tokenizer_of_another_vocabulary_size_is_refused_naming_both(tmp_path):
+    tiny_gpt2(tmp_path)
+    with pytest.raises(ValueError, match="tokenizer has 40 tokens but .*vocab_size=50"):
+        objective_from("gpt", tmp_path, {"vocab_size": 40})
+
+
+@pytest.mark.parametrize("write, match", [
+    (lambda p: tiny_gpt2(p, scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    (lambda p: tiny_llama(p, attention_bias=True), "attention_bias"),
+    (lambda p: tiny_llama(p, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), "rope_type='linear'"),
+])
+def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match):
+    write(tmp_path)
+    model = "gpt" if (json.loads((tmp_path / "config.json").read_text())["model_type"] == "gpt2") else "llama"
+    with pytest.raises(ValueError, match=match):
+        objective_from(model, tmp_path, {"vocab_size": 50})
+
+
+def test_vit_folder_for_other_image_sizes_is_refused(tmp_path):
+    tiny_vit(tmp_path)
+    with pytest.raises(ValueError, match="image_size=64 but .*says 32"):
+        objective_from("vit", tmp_path, VIT_DIMS | {"image_size": 64})
+
+
+def test_every_config_converter_is_allowed():
+    for file in CONF_DIR.glob("model/*.yaml"):
+        converter = OmegaConf.load(file).get("converter")
+        assert converter is None or converter in ALLOWED_CONVERTERS, file

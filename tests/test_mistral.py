@@ -56,3 +56,16 @@ def test_mistral_preset_is_llama_under_a_window_shorter_than_the_context():
     big = compose_config(["model=mistral_7b"]).model.net
     assert (big.n_layers, big.block.d_model, big.mask.window) == (32, 4096, 4096)
 
+
+
+@torch.no_grad()
+def test_mistral_folder_gives_the_hf_logits(tmp_path):
+    """model.init_from=DIR: a save_pretrained folder, its window included, through the shared reader."""
+    from test_init_from import objective_from
+
+    hf = tiny_mistral()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("mistral", tmp_path, {"vocab_size": 97})
+    assert model.net.stack.layer_masks == [LocalMask(WINDOW)] * 2 and model.hparams.net["mask"]["window"] == WINDOW
+    tokens = torch.randint(0, 97, (2, 40))
+    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="Mistral logits from a folder")

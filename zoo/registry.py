@@ -74,6 +74,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
 ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.bert.pretrained",
     "zoo.convert.gpt2.pretrained",
+    "zoo.convert.mistral.pretrained",
     "zoo.convert.llama.pretrained",
     "zoo.convert.llava.pretrained",
     "zoo.convert.t5.pretrained",

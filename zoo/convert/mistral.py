@@ -8,25 +8,40 @@ i see keys ``i - w < j <= i`` (masking_utils.sliding_window_overlay), which is t
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torch import nn
 
-from zoo.convert.common import build_net, load_mapped
-from zoo.convert.llama import llama_config_overrides, llama_state_dict
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.llama import llama_lm_shape, llama_shape, llama_state_dict
+
+MODEL_TYPES = ("mistral",)  # the config.json model_type values this converter reads
 
 
-def mistral_config_overrides(hf_config, prefix: str = "model.net") -> list[str]:
-    """Llama's overrides plus the sliding window of ``hf_config``."""
-    window = hf_config.sliding_window
+def window_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The mask's part of the shape: the sliding window of a Mistral config."""
+    window = config.get("sliding_window")
     if window is None:
-        raise ValueError("sliding_window=None: this Mistral has no window, it is a Llama (use zoo.convert.llama)")
-    return [*llama_config_overrides(hf_config, prefix), f"{prefix}.mask.window={window}"]
+        raise ValueError("sliding_window=None: this Mistral has no window, it is a Llama (use model=llama)")
+    return {"mask.window": window}
 
 
 @torch.no_grad()
-def from_transformers(hf_model) -> torch.nn.Module:
+def from_transformers(hf_model) -> nn.Module:
     """A zoo Mistral (built from conf/model/mistral.yaml) holding ``hf_model``'s weights."""
-    cfg = hf_model.config
-    net = build_net("mistral", mistral_config_overrides(cfg), {"vocab_size": cfg.vocab_size})
+    cfg = hf_model.config.to_dict()
+    net = build_net("mistral", shape_overrides(llama_shape(cfg) | window_of(cfg)), {"vocab_size": cfg["vocab_size"]})
     hf = {k.removeprefix("model."): v for k, v in hf_model.state_dict().items()}
-    load_mapped(net, llama_state_dict(hf, cfg.num_hidden_layers))
+    load_mapped(net, llama_state_dict(hf, cfg["num_hidden_layers"]))
     return net
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the Mistral folder at ``path``, the net
+    holding its weights). The data's vocabulary must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = llama_lm_shape(config) | window_of(config)
+    check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
+    hf = {k.removeprefix("model."): v for k, v in state.items()}
+    return init_net(net_cfg, shape, llama_state_dict(hf, shape["n_layers"]))

@@ -102,11 +102,22 @@ def test_train_yolos_on_shapes_detection_a_few_steps(tmp_path):
 
 def test_the_set_loss_teaches_a_tiny_yolos_to_detect_four_images():
     """The whole path learns: 300 AdamW steps on four images (16 shapes in all) fit their boxes
-    and classes (measured: loss 8.7 -> 0.55, map_50 1.0; about 10 s on one thread)."""
+    and classes (measured: loss 8.7 -> 0.55; map_50 0.0 before, 1.0 after on one thread, 0.83
+    with two: the matching is discrete, so the trajectory depends on the CPU's rounding, and the
+    bound leaves room for that)."""
     torch.manual_seed(0)
     net = build_net("yolos", ["model.net.n_layers=2", "model.net.block.d_model=64", "model.net.block.n_heads=4",
                               "model.net.embedder.n_detections=6"], {"num_classes": 3, "image_size": 64, "channels": 3})
     batch = collate([_data().split("train")[i] for i in range(4)])
+
+    def map_50() -> float:
+        mean_ap = MeanAveragePrecision(backend="faster_coco_eval")
+        with torch.no_grad():
+            mean_ap.update(predictions(net.eval()(batch.images), 64), in_pixels(batch.targets, 64))
+        net.train()
+        return float(mean_ap.compute()["map_50"])
+
+    before = map_50()
     set_loss = SetLoss(3)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-4)
     for step in range(300):
@@ -118,7 +129,4 @@ def test_the_set_loss_teaches_a_tiny_yolos_to_detect_four_images():
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
     assert loss.item() < first / 5
-    mean_ap = MeanAveragePrecision(backend="faster_coco_eval")
-    with torch.no_grad():
-        mean_ap.update(predictions(net.eval()(batch.images), 64), in_pixels(batch.targets, 64))
-    assert mean_ap.compute()["map_50"] >= 0.9
+    assert before < 0.1 and map_50() >= 0.6

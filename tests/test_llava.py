@@ -14,6 +14,7 @@ from zoo.convert.common import build_net, compose_config
 from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
 from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
+from zoo.data.shapes_vqa import split_of as shapes_split_of
 from zoo.generate import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
@@ -161,6 +162,22 @@ def test_shapes_vqa_is_deterministic_balanced_and_disjoint():
     assert all(1 not in vocabulary().encode(e.prompt + " " + e.answers[0]) for e in a)
 
 
+def test_shapes_vqa_splits_share_no_example_whatever_the_seeds():
+    # Independent draws repeat (a few hundred in these sizes when the splits only had
+    # different seeds): the splits are disjoint by content, across seeds too.
+    def content(split: str, seed: int, n: int) -> set:
+        examples = ShapesExamples(split, n, seed, 32, jitter=0.25)
+        assert all(shapes_split_of(e.prompt, e.image()) == split for e in examples)
+        return {(e.prompt, e.image().tobytes()) for e in examples}
+
+    test, val = content("test", 0, 300), content("val", 1, 300)
+    train = content("train", 0, 3000) | content("train", 1, 3000)
+    assert not test & train and not val & train and not test & val
+    assert content("train", 0, 50) != content("train", 1, 50)  # the seed picks other examples
+    with pytest.raises(ValueError, match="unknown shapes_vqa split 'dev'"):
+        ShapesExamples("dev", 1, 0, 32)
+
+
 def test_shapes_vqa_answers_agree_with_the_drawn_shapes():
     import random
 
@@ -290,6 +307,9 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
+    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.checkpoint reads them
+    torch.save(dict(stage1.hparams), saved)
+    assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 
 
 def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):

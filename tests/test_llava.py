@@ -152,12 +152,13 @@ def test_shapes_vqa_is_deterministic_balanced_and_disjoint():
     test = ShapesExamples("test", 600, 0, 32)
     assert [e.prompt for e in a] != [e.prompt for e in test]
     per_kind = collections.defaultdict(collections.Counter)
-    for e in ShapesExamples("val", 2000, 0, 32):
+    val = list(ShapesExamples("val", 2000, 0, 32))  # drawn once: each val example takes ~16 draws (split_of)
+    for e in val:
         per_kind[e.kind][e.answers[0]] += 1
     assert set(per_kind) == {"colour", "shape", "count", "exists", "relation"}
     for kind, counts in per_kind.items():  # every answer of a kind about equally often
         assert max(counts.values()) < 1.4 * min(counts.values()), (kind, counts)
-    majority, per_kind_majority = blind_baseline(ShapesExamples("val", 2000, 0, 32))
+    majority, per_kind_majority = blind_baseline(val)
     assert majority < 0.25 and per_kind_majority < 0.45
     assert all(1 not in vocabulary().encode(e.prompt + " " + e.answers[0]) for e in a)
 
@@ -170,8 +171,8 @@ def test_shapes_vqa_splits_share_no_example_whatever_the_seeds():
         assert all(shapes_split_of(e.prompt, e.image()) == split for e in examples)
         return {(e.prompt, e.image().tobytes()) for e in examples}
 
-    test, val = content("test", 0, 300), content("val", 1, 300)
-    train = content("train", 0, 3000) | content("train", 1, 3000)
+    test, val = content("test", 0, 200), content("val", 1, 200)
+    train = content("train", 0, 2000) | content("train", 1, 2000)
     assert not test & train and not val & train and not test & val
     assert content("train", 0, 50) != content("train", 1, 50)  # the seed picks other examples
     with pytest.raises(ValueError, match="unknown shapes_vqa split 'dev'"):
@@ -280,6 +281,23 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
     assert (tmp_path / "att" / "rollout.png").is_file() and (tmp_path / "att" / "self_layer00.png").is_file()
     with pytest.raises(SystemExit, match="image_text input .* but image input was given"):
         attention_maps([f"ckpt={ckpt}", f"image={image_path}"])
+
+
+def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_path):
+    import lightning as L
+
+    from zoo.training import build
+
+    def start(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = run_config(tmp_path, ["model=llava", "data=shapes_vqa", "trainer.max_steps=8", *TINY, f"seed={seed}"])
+        L.seed_everything(cfg.seed)  # as zoo.training.train does
+        data, model = build(cfg)
+        batch = next(iter(data.train_dataloader()))
+        return model.net.embedder.vision.model.embedder.patchify.weight, batch["images"], batch["tokens"]
+
+    first, again, other = start(3), start(3), start(4)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not any(torch.equal(a, b) for a, b in zip(first, other))  # tower init, images (jitter too), questions
 
 
 def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):

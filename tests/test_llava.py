@@ -15,6 +15,7 @@ from zoo.convert.common import build_net, compose_config
 from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
 from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
+from zoo.data.shapes_vqa import split_of as shapes_split_of
 from zoo.generate import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
@@ -152,14 +153,31 @@ def test_shapes_vqa_is_deterministic_balanced_and_disjoint():
     test = ShapesExamples("test", 600, 0, 32)
     assert [e.prompt for e in a] != [e.prompt for e in test]
     per_kind = collections.defaultdict(collections.Counter)
-    for e in ShapesExamples("val", 2000, 0, 32):
+    val = list(ShapesExamples("val", 2000, 0, 32))  # drawn once: each val example takes ~16 draws (split_of)
+    for e in val:
         per_kind[e.kind][e.answers[0]] += 1
     assert set(per_kind) == {"colour", "shape", "count", "exists", "relation"}
     for kind, counts in per_kind.items():  # every answer of a kind about equally often
         assert max(counts.values()) < 1.4 * min(counts.values()), (kind, counts)
-    majority, per_kind_majority = blind_baseline(ShapesExamples("val", 2000, 0, 32))
+    majority, per_kind_majority = blind_baseline(val)
     assert majority < 0.25 and per_kind_majority < 0.45
     assert all(1 not in vocabulary().encode(e.prompt + " " + e.answers[0]) for e in a)
+
+
+def test_shapes_vqa_splits_share_no_example_whatever_the_seeds():
+    # Independent draws repeat (a few hundred in these sizes when the splits only had
+    # different seeds): the splits are disjoint by content, across seeds too.
+    def content(split: str, seed: int, n: int) -> set:
+        examples = ShapesExamples(split, n, seed, 32, jitter=0.25)
+        assert all(shapes_split_of(e.prompt, e.image()) == split for e in examples)
+        return {(e.prompt, e.image().tobytes()) for e in examples}
+
+    test, val = content("test", 0, 200), content("val", 1, 200)
+    train = content("train", 0, 2000) | content("train", 1, 2000)
+    assert not test & train and not val & train and not test & val
+    assert content("train", 0, 50) != content("train", 1, 50)  # the seed picks other examples
+    with pytest.raises(ValueError, match="unknown shapes_vqa split 'dev'"):
+        ShapesExamples("dev", 1, 0, 32)
 
 
 def test_shapes_vqa_answers_agree_with_the_drawn_shapes():
@@ -266,6 +284,23 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
         attention_maps([f"ckpt={ckpt}", f"image={image_path}"])
 
 
+def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_path):
+    import lightning as L
+
+    from zoo.training import build
+
+    def start(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = run_config(tmp_path, ["model=llava", "data=shapes_vqa", "trainer.max_steps=8", *TINY, f"seed={seed}"])
+        L.seed_everything(cfg.seed)  # as zoo.training.train does
+        data, model = build(cfg)
+        batch = next(iter(data.train_dataloader()))
+        return model.net.embedder.vision.model.embedder.patchify.weight, batch["images"], batch["tokens"]
+
+    first, again, other = start(3), start(3), start(4)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not any(torch.equal(a, b) for a, b in zip(first, other))  # tower init, images (jitter too), questions
+
+
 def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
     from zoo.training import build
 
@@ -291,6 +326,9 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
+    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.checkpoint reads them
+    torch.save(dict(stage1.hparams), saved)
+    assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 
 
 def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):

@@ -8,12 +8,17 @@ question type the answer is drawn uniformly first and the image built to fit it,
 answers are balanced and the best an image-blind answerer can do is the majority
 answer of each question type (:func:`blind_baseline`).
 
-An example is a pure function of (split, seed, index): the splits use disjoint seeds
-and nothing is stored.
+An example is a pure function of (split, seed, index) and nothing is stored. The splits
+are disjoint by content, whatever the seeds: an example (its prompt and drawn image)
+belongs to the split its hash picks (1/16 of all possible examples test, 1/16 val, the
+rest train), and each split draws until it gets one of its own. (The set is small
+enough that independent draws repeat: a train run of 900k examples saw most of a
+2,000-question test split when the splits only used different seeds.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +33,7 @@ SHAPES = ("circle", "square", "triangle")
 COUNTS = ("zero", "one", "two", "three")
 KINDS = ("colour", "shape", "count", "exists", "relation")
 PROMPT = "<image>\nquestion: {question}\nanswer:"
-SPLIT_OFFSET = {"train": 0, "val": 1, "test": 2}
+SPLIT_BUCKETS = 16  # an example's hash mod this: 0 = test, 1 = val, the others train
 
 
 @dataclass
@@ -113,10 +118,21 @@ def draw(objects: list[Shape], image_size: int, jitter: float = 1.0) -> Image.Im
     return image
 
 
+def split_of(prompt: str, image: Image.Image) -> str:
+    """The split an example belongs to, by a hash of what the model sees (so no prompt and
+    image can be in two splits)."""
+    digest = hashlib.blake2b(prompt.encode() + image.tobytes(), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % SPLIT_BUCKETS
+    return "test" if bucket == 0 else "val" if bucket == 1 else "train"
+
+
 class ShapesExamples:
-    """A lazily generated split: example i is a pure function of (split, seed, i)."""
+    """A lazily generated split: example i is a pure function of (split, seed, i), drawn
+    until it is one of the split's own (:func:`split_of`)."""
 
     def __init__(self, split: str, size: int, seed: int, image_size: int, jitter: float = 1.0):
+        if split not in ("train", "val", "test"):
+            raise ValueError(f"unknown shapes_vqa split {split!r}: expected 'train', 'val' or 'test'")
         self.split, self.size, self.seed, self.image_size, self.jitter = split, size, seed, image_size, jitter
 
     def __len__(self) -> int:
@@ -126,8 +142,11 @@ class ShapesExamples:
         if not 0 <= i < self.size:
             raise IndexError(i)
         rng = random.Random(f"shapes_vqa/{self.split}/{self.seed}/{i}")
-        kind, question, answer, objects = make_question(rng)
-        return Example(lambda: draw(objects, self.image_size, self.jitter), PROMPT.format(question=question), [answer], kind)
+        while True:
+            kind, question, answer, objects = make_question(rng)
+            prompt, image = PROMPT.format(question=question), draw(objects, self.image_size, self.jitter)
+            if split_of(prompt, image) == self.split:
+                return Example(lambda: image, prompt, [answer], kind)
 
 
 def vocabulary() -> WordTokenizer:
@@ -150,7 +169,7 @@ def blind_baseline(examples) -> tuple[float, float]:
 
 class ShapesVQA(ImageTextData):
     """Generated shapes VQA: ``train_size`` / ``val_size`` / ``test_size`` examples, the
-    splits drawn from disjoint seeds; ``jitter`` (0..1) how far shapes move inside their
+    splits disjoint by content (:func:`split_of`); ``jitter`` (0..1) how far shapes move inside their
     cell. See the module docstring."""
 
     prompt = PROMPT

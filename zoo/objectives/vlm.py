@@ -51,6 +51,9 @@ class VisionLanguageLM(NextTokenLM):
         if metric not in ("exact_match", "bleu"):
             raise ValueError(f"unknown metric {metric!r}: expected 'exact_match' or 'bleu'")
         self.metric, self.prompt, self.max_answer_tokens = metric, prompt, max_answer_tokens
+        # A plain list, not Hydra's ListConfig: checkpoints are read with weights_only=True,
+        # which refuses OmegaConf objects (the test after fit and zoo.answer could not load them).
+        trainable = trainable if isinstance(trainable, str) else [str(part) for part in trainable]
         self.save_hyperparameters({"trainable": trainable, "prompt": prompt, "metric": metric,
                                    "max_answer_tokens": max_answer_tokens})
         e = self.net.embedder

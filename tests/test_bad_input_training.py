@@ -89,3 +89,22 @@ def test_run_directory_check(tmp_path, monkeypatch):
         claim(run, None, overwrite=False)
     claim(run, None, overwrite=True)
     assert not (run / "checkpoints").exists() and not (run / "config.yaml").exists()
+
+
+def test_the_shuffled_order_follows_the_run_seed():
+    """seed= is honoured by the data order too: a loader given no seed of its own shuffles by
+    the run's (train.py seeds torch with it first), as cifar10, wikitext and speech do."""
+    import lightning as L
+
+    from zoo.data.base import ZooDataModule
+
+    data = ZooDataModule("unused", "unused", batch_size=4)
+    items = list(range(64))
+
+    def first_batches(seed: int) -> list[list[int]]:
+        L.seed_everything(seed)
+        batches = iter(data.loader(items, shuffle=True, train=True))
+        return [next(batches).tolist() for _ in range(3)]
+
+    assert first_batches(1) == first_batches(1)
+    assert first_batches(1) != first_batches(2)

@@ -41,7 +41,7 @@ class ZooDataModule(L.LightningDataModule):
             )
         return self.batch_size // world
 
-    def loader(self, dataset: Dataset, shuffle: bool = False, seed: int = 0, batched: bool = True,
+    def loader(self, dataset: Dataset, shuffle: bool = False, seed: int | None = None, batched: bool = True,
                train: bool = False, **kwargs) -> StatefulDataLoader:
         """A DataLoader whose position is saved in checkpoints, so a resumed run continues
         with the next batch rather than the start of the epoch.
@@ -54,7 +54,11 @@ class ZooDataModule(L.LightningDataModule):
         even when it trains for more steps or on another number of processes.
         ``batched=False``: each item of ``dataset`` already is one rank's batch (e.g.
         length buckets), so the loader adds no batching of its own.
+        ``seed``: of the shuffled order; None = the run's ``seed=`` (train.py seeds torch with
+        it first, on every process alike), so that another seed also shuffles differently.
         """
+        if seed is None:
+            seed = torch.initial_seed() % 2**63
         trainer = self.trainer
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         rank_batch = self.rank_batch_size if batched else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -84,11 +84,19 @@ def from_transformers(hf_model) -> torch.nn.Module:
     return net
 
 
-def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: (``net_cfg`` reshaped to the Llama folder at ``path``, the net
-    holding its weights). The data's vocabulary must be the checkpoint's."""
-    config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    shape = llama_lm_shape(config)
+def pretrained_llama_like(net_cfg: dict[str, Any], path: str, model_types: tuple[str, ...] = MODEL_TYPES,
+                          shape_of: Callable[[dict[str, Any]], dict[str, Any]] = llama_lm_shape
+                          ) -> tuple[dict[str, Any], nn.Module]:
+    """(``net_cfg`` reshaped to the folder at ``path``, the net holding its weights) for a
+    checkpoint whose weights have Llama's names (Llama, Mistral); ``shape_of`` maps its
+    config.json to the net's shape. The data's vocabulary must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, model_types)
+    shape = shape_of(config)
     check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
     hf = {k.removeprefix("model."): v for k, v in state.items()}
     return init_net(net_cfg, shape, llama_state_dict(hf, shape["n_layers"]))
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: a Hugging Face Llama folder (see :func:`pretrained_llama_like`)."""
+    return pretrained_llama_like(net_cfg, path)

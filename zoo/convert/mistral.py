@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
-from zoo.convert.llama import llama_lm_shape, llama_shape, llama_state_dict
+from zoo.convert.common import build_net, load_mapped, shape_overrides
+from zoo.convert.llama import llama_lm_shape, llama_shape, llama_state_dict, pretrained_llama_like
 
 MODEL_TYPES = ("mistral",)  # the config.json model_type values this converter reads
 
@@ -38,10 +38,5 @@ def from_transformers(hf_model) -> nn.Module:
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: (``net_cfg`` reshaped to the Mistral folder at ``path``, the net
-    holding its weights). The data's vocabulary must be the checkpoint's."""
-    config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    shape = llama_lm_shape(config) | window_of(config)
-    check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
-    hf = {k.removeprefix("model."): v for k, v in state.items()}
-    return init_net(net_cfg, shape, llama_state_dict(hf, shape["n_layers"]))
+    """``model.init_from`` hook: a Hugging Face Mistral folder: Llama's shape and weights plus the window."""
+    return pretrained_llama_like(net_cfg, path, MODEL_TYPES, lambda config: llama_lm_shape(config) | window_of(config))

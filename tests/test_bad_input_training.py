@@ -87,8 +87,10 @@ def test_run_directory_check(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "0")
     with pytest.raises(FileExistsError):
         claim(run, None, overwrite=False)
+    (run / "tensorboard").mkdir()  # an earlier run's logger files go too
+    (run / "mlflow.db").write_text("")
     claim(run, None, overwrite=True)
-    assert not (run / "checkpoints").exists() and not (run / "config.yaml").exists()
+    assert not any((run / name).exists() for name in ("checkpoints", "config.yaml", "tensorboard", "mlflow.db"))
 
 
 def test_the_shuffled_order_follows_the_run_seed():

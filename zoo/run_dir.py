@@ -10,7 +10,9 @@ from pathlib import Path
 # What a run leaves in its directory (train.py, the logger, the objectives' end-of-run files).
 # Hydra's own .hydra/ and train.log belong to the run that is starting and are kept.
 RUN_FILES = ("config.yaml", "metrics.csv", "hparams.yaml", "curves.png", "samples.txt", "examples.txt",
-             "confusion.png", "captions.txt")
+             "confusion.png", "captions.txt", "mlflow.db")
+# ... and the folders (checkpoints, and what logger=tensorboard / wandb / mlflow write).
+RUN_DIRS = ("checkpoints", "tensorboard", "wandb", "mlflow-artifacts")
 # The files whose presence means that the directory holds a run.
 MARKERS = ("config.yaml", "metrics.csv", "checkpoints")
 
@@ -43,6 +45,7 @@ def claim(out: Path, ckpt_path: str | None, overwrite: bool) -> None:
         raise FileExistsError(
             f"{out} already holds a run ({', '.join(found)}): pick a new hydra.run.dir, resume that run with "
             f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}, or pass overwrite=true to delete its files first")
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(out / name, ignore_errors=True)
     for name in RUN_FILES:
         (out / name).unlink(missing_ok=True)

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import read_checkpoint_dir
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir
 from zoo.convert.vit import HF_ACTIVATIONS, _shape_overrides, hf_block_weights
 from zoo.convert.vivit import _square
 
+MODEL_TYPES = ("yolos",)  # the config.json model_type values this converter reads
 # The layer names YOLOS keeps (transformers 5 did not rename them): zoo name -> module under the layer
 ATTENTION = {"q": "attention.attention.query", "k": "attention.attention.key", "v": "attention.attention.value",
              "out": "attention.output.dense"}
@@ -81,4 +81,4 @@ def from_transformers(hf_model) -> nn.Module:
 
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo YOLOS of a Hugging Face YOLOS checkpoint directory (``config.json`` + weights)."""
-    return from_config_and_state(*read_checkpoint_dir(path))
+    return from_config_and_state(*read_checkpoint_dir(path, MODEL_TYPES))

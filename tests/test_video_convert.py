@@ -70,14 +70,6 @@ def test_hf_videomae_logits_match(dtype, options):
     _compare(hf, net, dtype, f"VideoMAE logits ({dtype}, {options})")
 
 
-@pytest.mark.parametrize("family", ["vivit", "videomae"])
-def test_hf_checkpoint_directory_loads(tmp_path, family):
-    hf = tiny_video(family)
-    hf.save_pretrained(tmp_path / "hf")
-    net = (vivit if family == "vivit" else videomae).load_checkpoint_dir(tmp_path / "hf")
-    _compare(hf, net, torch.float32, f"{family} from a checkpoint directory")
-
-
 def test_non_square_tubelets_are_refused_by_name():
     hf = VivitForVideoClassification(VivitConfig(**SHAPE, tubelet_size=[2, 4, 8]))
     with pytest.raises(ValueError, match=r"tubelet_size\[1:\]=\[4, 8\]"):

@@ -1,6 +1,6 @@
 """Hugging Face ``VideoMAEForVideoClassification`` -> the zoo VideoMAE classifier
-(conf/model/videomae.yaml): one short, shape-checked renaming, from a model in memory or a
-checkpoint directory.
+(conf/model/videomae.yaml): one short, shape-checked renaming, from a model in memory or (`model.init_from`,
+:func:`pretrained`) a checkpoint directory.
 
 VideoMAE's sinusoid position table is not among its weights (Hugging Face recomputes it in
 numpy): from a model in memory the converter copies that table; from a directory the zoo's
@@ -9,7 +9,6 @@ own table stands in (equal to it but for an odd last-bit rounding in fp32).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,12 +76,6 @@ def from_transformers(hf_model) -> nn.Module:
     """A zoo VideoMAE classifier holding a ``VideoMAEForVideoClassification``'s weights and its position table."""
     table = hf_model.videomae.embeddings.position_embeddings[0]
     return from_config_and_state(hf_model.config.to_dict(), hf_model.state_dict(), table)
-
-
-def load_checkpoint_dir(path: str | Path) -> nn.Module:
-    """The zoo VideoMAE classifier of a Hugging Face checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    return from_config_and_state(config, rename_parts(state, FILE_NAMES))
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:

@@ -1,10 +1,10 @@
 """Hugging Face ``VivitForVideoClassification`` -> the zoo ViViT (conf/model/vivit.yaml): one
-short, shape-checked renaming, from a model in memory or a checkpoint directory. The shape
+short, shape-checked renaming, from a model in memory or (`model.init_from`, :func:`pretrained`) a
+checkpoint directory. The shape
 helpers here serve the VideoMAE converter too."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -86,12 +86,6 @@ def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor]) -> n
 def from_transformers(hf_model) -> nn.Module:
     """A zoo ViViT holding a ``VivitForVideoClassification``'s weights."""
     return from_config_and_state(hf_model.config.to_dict(), hf_model.state_dict())
-
-
-def load_checkpoint_dir(path: str | Path) -> nn.Module:
-    """The zoo ViViT of a Hugging Face ViViT checkpoint directory (``config.json`` + weights)."""
-    config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    return from_config_and_state(config, rename_parts(state, FILE_NAMES))
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:

@@ -9,9 +9,9 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from zoo.checkpoint import load
+from zoo.train.checkpoint import load
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.generate import check_sampling, generate
+from zoo.inference.sampling import check_sampling, generate
 
 # The objectives whose networks continue a token sequence (next-token language models).
 GENERATORS = ("lm", "vlm")

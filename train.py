@@ -12,7 +12,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from zoo.training import optimized_metric, train
+from zoo.train.run import optimized_metric, train
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

@@ -1,6 +1,6 @@
 """zoo T5 vs Hugging Face T5ForConditionalGeneration at identical shapes (weights converted):
 training step time and peak memory, then beam-search throughput (sentences/s) of
-zoo.decoding.beam_search vs ``generate(num_beams=...)``.
+zoo.inference.decoding.beam_search vs ``generate(num_beams=...)``.
 
     python benchmarks/t5.py                       # 4+4 layers, 256 wide, vocab 8000, fp32, CPU
     python benchmarks/t5.py --variant v1.1 --layers 6 --width 512 --heads 8 --ff 2048
@@ -17,7 +17,7 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 from common import alternate_medians, compare, make_step
 from zoo.convert.t5 import from_transformers
-from zoo.decoding import beam_search, strip_eos
+from zoo.inference.decoding import beam_search, strip_eos
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from common import alternate_medians, compare, make_step
 from zoo.convert.common import build_net, shape_overrides
 from zoo.convert.whisper import from_transformers, whisper_shape
-from zoo.decoding import greedy
+from zoo.inference.decoding import greedy
 
 
 @torch.no_grad()

@@ -18,9 +18,9 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
-from zoo.checkpoint import check_resumable, load, net_state, tokenizer_of
+from zoo.train.checkpoint import check_resumable, load, net_state, tokenizer_of
 from zoo.convert.common import compose_config
-from zoo.describe import DIMS, model_names
+from zoo.cli.describe import DIMS, model_names
 from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
 
 OPEN = {"_target_": "builtins.open", "file": "pwned", "mode": "w"}
@@ -86,20 +86,20 @@ def hostile(gpt_ckpt: Path, root: Path) -> dict[str, tuple[dict, str]]:
 
 def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     """Every way the zoo reads a checkpoint, as a function of its path."""
-    from zoo.answer import Answerer
-    from zoo.attention_maps import main as attention_maps
+    from zoo.cli.answer import Answerer
+    from zoo.viz.attention_maps import main as attention_maps
     from zoo.objectives.classification import Classification
-    from zoo.transcribe import load_model
-    from zoo.translate import translate
+    from zoo.cli.transcribe import load_model
+    from zoo.cli.translate import translate
 
     hparams = torch.load(gpt_ckpt, weights_only=True)["hyper_parameters"]
     model = load(gpt_ckpt)
     return {
         "load (generate.py)": load,
-        "zoo.translate": lambda p: translate(str(p), ["Ein Hund."]),
-        "zoo.transcribe": lambda p: load_model(str(p)),
-        "zoo.answer": Answerer,
-        "zoo.attention_maps": lambda p: attention_maps([f"ckpt={p}", "text=hi", f"out={tmp_path / 'att'}"]),
+        "zoo.cli.translate": lambda p: translate(str(p), ["Ein Hund."]),
+        "zoo.cli.transcribe": lambda p: load_model(str(p)),
+        "zoo.cli.answer": Answerer,
+        "zoo.viz.attention_maps": lambda p: attention_maps([f"ckpt={p}", "text=hi", f"out={tmp_path / 'att'}"]),
         "model.init_from": lambda p: objective_class("lm")(**{**hparams, "init_from": str(p)}),
         "ckpt_path resume": lambda p: check_resumable(p, model),
         "tokenizer_of (data.tokenizer_from)": tokenizer_of,
@@ -108,7 +108,7 @@ def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     }
 
 
-READERS = ["load (generate.py)", "zoo.translate", "zoo.transcribe", "zoo.answer", "zoo.attention_maps",
+READERS = ["load (generate.py)", "zoo.cli.translate", "zoo.cli.transcribe", "zoo.cli.answer", "zoo.viz.attention_maps",
            "model.init_from", "ckpt_path resume", "tokenizer_of (data.tokenizer_from)",
            "net_state (vision_init / lm_init)", "load_from_checkpoint"]
 KINDS = ["popen", "library class as objective", "touch as net", "open in the embedder", "open deep in a list",
@@ -145,7 +145,7 @@ def test_commands_refuse_a_hostile_checkpoint_as_subprocesses(kind, tmp_path, gp
     work = tmp_path / "cwd"
     work.mkdir()
     for cmd in ([str(ROOT / "generate.py"), f"ckpt={tmp_path / 'p.ckpt'}"],
-                ["-m", "zoo.attention_maps", f"ckpt={tmp_path / 'p.ckpt'}", "text=hi"]):
+                ["-m", "zoo.viz.attention_maps", f"ckpt={tmp_path / 'p.ckpt'}", "text=hi"]):
         out = subprocess.run([sys.executable, *cmd], cwd=work, env=_env(), capture_output=True, text=True,
                              timeout=120)
         assert out.returncode != 0 and named in out.stderr, out.stderr[-2000:]
@@ -261,14 +261,14 @@ def test_generate_refuses_settings_that_make_no_sense(setting, message, gpt_ckpt
 
 
 def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
-    from zoo.translate import translate
+    from zoo.cli.translate import translate
 
     mlm = save_objective(objective_of("bert", "model.net.n_layers=1"), tmp_path / "bert.ckpt")
     vit = save_objective(objective_of("vit", "model.net.n_layers=1"), tmp_path / "vit.ckpt")
     for ckpt, held in ((mlm, r"mlm checkpoint \(MaskedLM\)"), (vit, r"classification checkpoint \(Classification\)")):
         with pytest.raises(ValueError, match=f"is a {held}: generate.py needs lm or vlm"):
             load(ckpt, accepts=("lm", "vlm"), command="generate.py")
-        with pytest.raises(ValueError, match=f"is a {held}: zoo.translate needs seq2seq"):
+        with pytest.raises(ValueError, match=f"is a {held}: zoo.cli.translate needs seq2seq"):
             translate(str(ckpt), ["Ein Hund."])
     out = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={mlm}"], cwd=tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=120)
@@ -276,9 +276,9 @@ def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
 
 
 def test_translate_refuses_an_empty_source(tmp_path):
-    from zoo.translate import main
+    from zoo.cli.translate import main
 
-    with pytest.raises(ValueError, match=r"text='' is empty: zoo.translate needs a source sentence"):
+    with pytest.raises(ValueError, match=r"text='' is empty: zoo.cli.translate needs a source sentence"):
         main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
     with pytest.raises(ValueError, match=r"text='  ' is empty"):
         main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text=  "])

@@ -24,7 +24,7 @@ from test_transformer_multi30k import module, write_corpus
 from zoo.convert.common import compose_config
 from zoo.data.download import Patience, ensure_file
 from zoo.objectives.optim import SETTINGS
-from zoo.training import build, train
+from zoo.train.run import build, train
 
 # --- downloads -----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import TINY_GPT, run_train
-from zoo.run_dir import claim
+from zoo.train.run_dir import claim
 
 QUICK = [*TINY_GPT, "test=false", "model.sample_tokens=0"]
 DIVERGE = ["optim.lr=1e3", "optim.warmup_steps=0", "trainer.val_check_interval=1", "trainer.max_steps=8"]

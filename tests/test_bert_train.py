@@ -9,10 +9,10 @@ from transformers import BertConfig, BertForMaskedLM
 
 from bert_wikitext_files import WORDS, write_wikitext
 from exactness import assert_matches
-from zoo.checkpoint import load
+from zoo.train.checkpoint import load
 from zoo.convert.common import compose_config
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.training import build, train
+from zoo.train.run import build, train
 
 TINY = ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.context=32"]
 

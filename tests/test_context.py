@@ -10,8 +10,8 @@ import torch
 
 from exactness import assert_matches
 from zoo.convert.common import build_net
-from zoo.encoder_decoder import EncoderDecoder
-from zoo.model import Model, Stack
+from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.models.model import Model, Stack
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.context import AttentionContext
 from zoo.nn.embedders import TokenEmbedder

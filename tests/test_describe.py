@@ -6,17 +6,17 @@ import torch
 
 from conftest import ROOT
 from exactness import assert_matches
-from zoo.attention_maps import self_attention_weights
+from zoo.viz.attention_maps import self_attention_weights
 from zoo.convert.common import build_net
-from zoo.describe import model_names, table
-from zoo.mask_pictures import write_mask_pictures
+from zoo.cli.describe import model_names, table
+from zoo.viz.mask_pictures import write_mask_pictures
 
 
 def test_readme_family_table_is_the_generated_one():
     readme = (ROOT / "README.md").read_text()
     found = re.search(r"<!-- family-table -->\n(.*?)\n<!-- /family-table -->", readme, re.S)
     assert found, "README.md has no <!-- family-table --> section"
-    assert found.group(1).strip() == table().strip(), "README table is stale: run python -m zoo.describe"
+    assert found.group(1).strip() == table().strip(), "README table is stale: run python -m zoo.cli.describe"
 
 
 def test_mask_pictures_are_written(tmp_path):

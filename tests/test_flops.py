@@ -5,7 +5,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from zoo.convert.common import build_net
-from zoo.encoder_decoder import EncoderDecoder
+from zoo.models.encoder_decoder import EncoderDecoder
 from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
 from zoo.nn.heads import LMHead

@@ -6,7 +6,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from exactness import assert_matches
 from zoo.convert.gpt2 import from_transformers
-from zoo.generate import filter_logits, generate
+from zoo.inference.sampling import filter_logits, generate
 
 
 def tiny_gpt2() -> GPT2LMHeadModel:

@@ -20,11 +20,11 @@ from conftest import run_train
 from exactness import assert_matches
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
-from zoo.checkpoint import load, tokenizer_of
+from zoo.train.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS
-from zoo.training import train
+from zoo.train.run import train
 
 SHAKESPEARE = "the king is dead long live the king and all his men shall sing of the king "
 T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary

@@ -54,7 +54,7 @@ def test_llama_preset_is_rmsnorm_swiglu_gqa_untied():
 def test_train_llama_on_shakespeare_few_steps(tmp_path):
     from omegaconf import open_dict
 
-    from zoo.training import train
+    from zoo.train.run import train
 
     (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
     (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text("First Citizen:\nBefore we proceed.\n" * 200)

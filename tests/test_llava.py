@@ -1,5 +1,5 @@
 """LLaVA: the splice, the cache, the masks, the stages, the data sets and their bad inputs,
-and train.py / zoo.answer end to end on tiny runs."""
+and train.py / zoo.cli.answer end to end on tiny runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
 from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
 from zoo.data.shapes_vqa import split_of as shapes_split_of
-from zoo.generate import generate
+from zoo.inference.sampling import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
 
@@ -254,9 +254,9 @@ def run_config(tmp_path, overrides: list[str]):
 
 
 def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
-    from zoo.answer import Answerer, main
+    from zoo.cli.answer import Answerer, main
     from zoo.data.shapes_vqa import draw
-    from zoo.training import train
+    from zoo.train.run import train
 
     cfg = run_config(tmp_path, ["model=llava", "data=shapes_vqa", "trainer.max_steps=4", "data.val_size=8",
                                 "data.test_size=8", *TINY])
@@ -276,7 +276,7 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
     assert draw  # the drawing used above is the data's own
     examples = (tmp_path / "examples.txt").read_text()  # the test pass shows answers next to references
     assert "prompt:" in examples and "reference:" in examples and "greedy:" in examples
-    from zoo.attention_maps import main as attention_maps
+    from zoo.viz.attention_maps import main as attention_maps
 
     attention_maps([f"ckpt={ckpt}", f"image={image_path}", "question=what color is the circle?", f"out={tmp_path / 'att'}"])
     assert (tmp_path / "att" / "rollout.png").is_file() and (tmp_path / "att" / "self_layer00.png").is_file()
@@ -287,11 +287,11 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
 def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_path):
     import lightning as L
 
-    from zoo.training import build
+    from zoo.train.run import build
 
     def start(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         cfg = run_config(tmp_path, ["model=llava", "data=shapes_vqa", "trainer.max_steps=8", *TINY, f"seed={seed}"])
-        L.seed_everything(cfg.seed)  # as zoo.training.train does
+        L.seed_everything(cfg.seed)  # as zoo.train.run.train does
         data, model = build(cfg)
         batch = next(iter(data.train_dataloader()))
         return model.net.embedder.vision.model.embedder.patchify.weight, batch["images"], batch["tokens"]
@@ -302,7 +302,7 @@ def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_p
 
 
 def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
-    from zoo.training import build
+    from zoo.train.run import build
 
     cfg = run_config(tmp_path, ["model=llava", "data=shapes_vqa", "trainer.max_steps=2", *TINY])
     _, donor = build(cfg)  # stands in for a ViT trained by model=vit and an LM trained by model=llama
@@ -326,13 +326,13 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
-    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.checkpoint reads them
+    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.train.checkpoint reads them
     torch.save(dict(stage1.hparams), saved)
     assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 
 
 def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):
-    from zoo.training import train
+    from zoo.train.run import train
 
     root = tmp_path / "data" / "flickr8k"
     (root / "Images").mkdir(parents=True)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from exactness import assert_matches
-from zoo.model import Model
+from zoo.models.model import Model
 from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
 from zoo.nn.heads import LMHead

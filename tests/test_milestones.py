@@ -1,4 +1,4 @@
-"""zoo.milestones: a recipe's validation milestones, and one warning when a run falls behind."""
+"""zoo.train.milestones: a recipe's validation milestones, and one warning when a run falls behind."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import ROOT
-from zoo.milestones import RecipeMilestones, parse
+from zoo.train.milestones import RecipeMilestones, parse
 
 
 def validate(callback: RecipeMilestones, step: int, sanity: bool = False, **metrics: float) -> None:
@@ -22,7 +22,7 @@ def validate(callback: RecipeMilestones, step: int, sanity: bool = False, **metr
 
 
 def warnings_in(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "zoo.milestones"]
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "zoo.train.milestones"]
 
 
 def test_an_on_track_run_gets_no_warning(caplog):

@@ -11,7 +11,7 @@ from omegaconf import open_dict
 from zoo.convert.common import compose_config
 from zoo.data.multi30k import Multi30k
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.training import build, train
+from zoo.train.run import build, train
 
 WORDS = {"ein": "a", "hund": "dog", "mann": "man", "rennt": "runs", "sitzt": "sits", "im": "in the",
          "schnee": "snow", "park": "park", "eine": "a", "frau": "woman", "liest": "reads", "auf": "on",
@@ -124,13 +124,13 @@ def test_train_test_bleu_and_translate_from_checkpoint(tmp_path, capsys):
     metrics = train(cfg)
     assert metrics["test/loss"] < 3.0  # from ln(120) = 4.8 at the start
     assert 0.0 <= metrics["test/bleu_greedy"] <= 100.0 and "test/bleu_beam" in metrics
-    from zoo.translate import main
+    from zoo.cli.translate import main
 
     main([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt im Schnee.", "beam=false"])
     assert capsys.readouterr().out.strip()  # some English-like text, decoded from the checkpoint
     examples = (tmp_path / "out" / "examples.txt").read_text()  # translations next to their references
     assert all(f"{key}:" in examples for key in ("source", "reference", "greedy", "beam"))
-    from zoo.attention_maps import main as attention_maps
+    from zoo.viz.attention_maps import main as attention_maps
 
     att = tmp_path / "att"
     attention_maps([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt.", f"out={att}"])

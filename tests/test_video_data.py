@@ -12,7 +12,7 @@ from zoo.convert.common import compose_config
 from zoo.data.moving_shapes import MovingShapes, shape_mask, trajectory
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.classification import Classification
-from zoo.training import train
+from zoo.train.run import train
 
 
 def test_clips_are_pure_functions_of_split_seed_and_index():

@@ -15,7 +15,7 @@ from zoo.data import cifar10
 from zoo.data.cifar10 import CIFAR10, CLASSES
 from zoo.data.images import InMemoryImages
 from zoo.objectives.classification import Classification
-from zoo.training import train
+from zoo.train.run import train
 
 
 def make_image_folder(root: Path, per_class: dict[str, int], size: int = 32) -> None:
@@ -121,7 +121,7 @@ def test_train_vit_on_cifar10_a_few_steps(image_tree: Path, extra):
     assert restored.hparams.class_names[:2] == ["airplane", "automobile"]
     assert (image_tree / "out" / "confusion.png").stat().st_size > 0  # the test pass leaves its confusion matrix
     if not extra:
-        from zoo.attention_maps import main as attention_maps
+        from zoo.viz.attention_maps import main as attention_maps
 
         image = next((image_tree / "data" / "cifar10" / "test").rglob("*.png"))
         attention_maps([f"ckpt={image_tree / 'out' / 'checkpoints' / 'last.ckpt'}", f"image={image}",

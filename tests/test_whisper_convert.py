@@ -10,7 +10,7 @@ import torch
 from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
 from exactness import assert_matches
-from zoo.audio import SAMPLE_RATE, LogMel
+from zoo.data.audio import SAMPLE_RATE, LogMel
 from zoo.convert.whisper import from_transformers
 from zoo.nn.positions import sinusoids
 

@@ -12,7 +12,7 @@ import pytest
 import soundfile
 import torch
 
-from zoo.audio import SAMPLE_RATE, BadAudioError, load_audio
+from zoo.data.audio import SAMPLE_RATE, BadAudioError, load_audio
 from zoo.data.fsdd import FSDD, WORDS
 from zoo.data.speech import IGNORE, Example, SpeechExamples
 from zoo.data.tokenizers import CharTokenizer, tokenizer_from_state

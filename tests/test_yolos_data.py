@@ -13,7 +13,7 @@ from zoo.data.moving_shapes import SHAPES
 from zoo.data.shapes_detection import ShapesDetection
 from zoo.objectives.detection import Detection, in_pixels, predictions
 from zoo.objectives.set_loss import SetLoss
-from zoo.training import build, train
+from zoo.train.run import build, train
 
 
 def _data(**options) -> ShapesDetection:

@@ -4,7 +4,7 @@ functions a config read from a checkpoint may instantiate or call.
 A checkpoint is data from anyone. It names its objective by a short name looked up here (never
 an import path taken from the file), and every ``_target_`` (and ``converter``) in the configs it
 stores must be one of the dotted names below, checked before anything is built
-(:func:`zoo.checkpoint.check_names`). Names are listed one by one, never whole modules: a module
+(:func:`zoo.train.checkpoint.check_names`). Names are listed one by one, never whole modules: a module
 such as ``zoo.data.download`` also holds functions that write files. A new module a config
 targets is added here (tests/test_bad_input_checkpoints.py fails until it is).
 """
@@ -41,8 +41,8 @@ FORMER_NAMES: dict[str, str] = {
 # containers, Block config, embedders, heads, masks, positions and vision towers, and the one
 # library class the configs use.
 ALLOWED_TARGETS: frozenset[str] = frozenset({
-    "zoo.model.Model",
-    "zoo.encoder_decoder.EncoderDecoder",
+    "zoo.models.model.Model",
+    "zoo.models.encoder_decoder.EncoderDecoder",
     "zoo.nn.block.BlockConfig",
     "zoo.nn.embedders.TokenEmbedder",
     "zoo.nn.embedders.PatchEmbedder",
@@ -69,6 +69,13 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.data.span_corruption.SpanCorruption",
     "torch.nn.Identity",
 })
+
+# What checkpoints written before zoo/ was grouped into packages store as ``_target_``: the
+# class's dotted path at the time -> where it lives now. Literal on purpose, as FORMER_NAMES.
+FORMER_TARGETS: dict[str, str] = {
+    "zoo.model.Model": "zoo.models.model.Model",
+    "zoo.encoder_decoder.EncoderDecoder": "zoo.models.encoder_decoder.EncoderDecoder",
+}
 
 # Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with it).
 ALLOWED_CONVERTERS: frozenset[str] = frozenset({

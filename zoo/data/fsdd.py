@@ -21,7 +21,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from zoo.audio import SAMPLE_RATE, BadAudioError, load_audio, one_thread
+from zoo.data.audio import SAMPLE_RATE, BadAudioError, load_audio, one_thread
 from zoo.data.download import ensure_file
 from zoo.data.speech import Example, SpeechDataModule
 

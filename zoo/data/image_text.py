@@ -90,7 +90,7 @@ class ImageTextData(ZooDataModule):
 
     def _set_dims(self) -> None:
         """What the model config reads: the vocabulary, the ``<image>`` id, the prompt
-        template (kept in checkpoints for ``zoo.answer``) and how answers are scored."""
+        template (kept in checkpoints for ``zoo.cli.answer``) and how answers are scored."""
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "image_token_id": self.tokenizer.image_id,
                      "prompt": self.prompt, "metric": self.metric}
 

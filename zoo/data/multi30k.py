@@ -24,7 +24,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from zoo.data.base import ZooDataModule
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
-from zoo.checkpoint import tokenizer_of
+from zoo.train.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
-from zoo.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
+from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
 from zoo.data.tokenizers import CharTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder

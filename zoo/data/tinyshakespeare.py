@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.checkpoint import tokenizer_of
+from zoo.train.checkpoint import tokenizer_of
 from zoo.data.base import ZooDataModule
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file

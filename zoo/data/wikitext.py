@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.download import ensure_file
-from zoo.checkpoint import tokenizer_of
+from zoo.train.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer
 
 URL = "https://wikitext.smerity.com/{archive}.zip"

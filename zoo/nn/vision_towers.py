@@ -2,7 +2,7 @@
 
 LLaVA reads its vision encoder at an inner layer (by default the second-to-last,
 ``vision_feature_layer=-2``) and drops the CLS vector. :class:`VisionTower` does
-that for a zoo ViT stack (a :class:`~zoo.model.Model` of a PatchEmbedder and Blocks,
+that for a zoo ViT stack (a :class:`~zoo.models.model.Model` of a PatchEmbedder and Blocks,
 the same network ``model=vit`` trains); :class:`TimmVisionTower` for a timm backbone.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.model import Model
+from zoo.models.model import Model
 
 
 def _layer_index(feature_layer: int, n_layers: int) -> int:

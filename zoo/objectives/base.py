@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from zoo.checkpoint import load, net_state
+from zoo.train.checkpoint import load, net_state
 from zoo.convert.common import load_mapped
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
@@ -30,7 +30,7 @@ class Objective(L.LightningModule):
 
     Args:
         net: the network's config (a Hydra ``_target_`` tree); stored in the checkpoint
-            so that ``zoo.checkpoint.load`` rebuilds the same network (every ``_target_`` in it
+            so that ``zoo.train.checkpoint.load`` rebuilds the same network (every ``_target_`` in it
             must be in :data:`zoo.registry.ALLOWED_TARGETS`).
         optim: AdamW + schedule settings (conf/optim).
         input_kind: what the network reads (text, image, audio, ...); train.py checks it
@@ -41,7 +41,7 @@ class Objective(L.LightningModule):
             file, e.g. a pre-training run's; every weight must match in name and shape), or
             a directory in another library's format (e.g. a Hugging Face checkpoint), read
             by ``converter``. The data modules take their tokenizer from the same place
-            (``zoo.checkpoint.tokenizer_of``), so that token ids mean the same thing.
+            (``zoo.train.checkpoint.tokenizer_of``), so that token ids mean the same thing.
         converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads a
             directory: the net config reshaped to the checkpoint, and the net holding its
             weights. The reshaped config is what the checkpoint stores (``init_from`` is
@@ -68,7 +68,7 @@ class Objective(L.LightningModule):
         self.forward_net = torch.compile(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 
-    # Set by each training_step (analytic, see zoo.flops) for the throughput monitor's MFU.
+    # Set by each training_step (analytic, see zoo.train.flops) for the throughput monitor's MFU.
     flops_per_batch: int | None = None
     # How many test examples (input, reference, output) end up in the run's examples.txt.
     n_examples: int = 8
@@ -116,7 +116,7 @@ class Objective(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: str | torch.device | None = None,
                              **kwargs: Any):
-        """Lightning's loader goes through :func:`zoo.checkpoint.load` (what a checkpoint names is
+        """Lightning's loader goes through :func:`zoo.train.checkpoint.load` (what a checkpoint names is
         checked against :mod:`zoo.registry` first); ``weights_only`` is always on."""
         unsupported = sorted(set(kwargs) - {"weights_only", "strict"})
         if unsupported or kwargs.get("weights_only") is False or kwargs.get("strict") is False:
@@ -127,5 +127,5 @@ class Objective(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Which objective wrote this, by its registered short name (stable when modules move), so
-        # that zoo.checkpoint.load can rebuild it from the file alone.
+        # that zoo.train.checkpoint.load can rebuild it from the file alone.
         checkpoint["zoo_objective"] = name_of(type(self))

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_only
 
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.generate import generate
+from zoo.inference.sampling import generate
 from zoo.objectives.base import Objective
 
 

@@ -1,7 +1,7 @@
 """Masked language modelling (BERT): corrupt some tokens, predict the originals.
 
 Reusable by any bidirectional encoder whose net takes ``(tokens, key_padding=, keep=)``
-(see :class:`zoo.model.Model`) and whose data yields ``{"tokens", "padding"}`` batches.
+(see :class:`zoo.models.model.Model`) and whose data yields ``{"tokens", "padding"}`` batches.
 """
 
 from __future__ import annotations

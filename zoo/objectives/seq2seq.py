@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.decoding import beam_search, greedy, strip_eos
+from zoo.inference.decoding import beam_search, greedy, strip_eos
 from zoo.objectives.base import Objective, plain
 
 IGNORE = -100  # target_out at padding positions

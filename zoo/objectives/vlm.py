@@ -15,11 +15,11 @@ from pathlib import Path
 import sacrebleu
 from torch import Tensor, nn
 
-from zoo.checkpoint import net_state
+from zoo.train.checkpoint import net_state
 from zoo.convert.common import load_mapped
 from zoo.data.images import blank_like
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.generate import generate
+from zoo.inference.sampling import generate
 from zoo.nn.multimodal import expand_batch
 from zoo.objectives.lm import NextTokenLM
 
@@ -42,7 +42,7 @@ class VisionLanguageLM(NextTokenLM):
         prompt: the data's prompt template (kept so a checkpoint can be asked questions).
         metric: ``exact_match`` (VQA; also reported with blank images on test) or ``bleu``
             (captions: greedy decoding, corpus BLEU-4 against every reference).
-        max_answer_tokens: generation length for ``bleu`` and for ``zoo.answer``.
+        max_answer_tokens: generation length for ``bleu`` and for ``zoo.cli.answer``.
     """
 
     def __init__(self, *args, trainable="all", vision_init: str | None = None, lm_init: str | None = None,
@@ -52,7 +52,7 @@ class VisionLanguageLM(NextTokenLM):
             raise ValueError(f"unknown metric {metric!r}: expected 'exact_match' or 'bleu'")
         self.metric, self.prompt, self.max_answer_tokens = metric, prompt, max_answer_tokens
         # A plain list, not Hydra's ListConfig: checkpoints are read with weights_only=True,
-        # which refuses OmegaConf objects (the test after fit and zoo.answer could not load them).
+        # which refuses OmegaConf objects (the test after fit and zoo.cli.answer could not load them).
         trainable = trainable if isinstance(trainable, str) else [str(part) for part in trainable]
         self.save_hyperparameters({"trainable": trainable, "prompt": prompt, "metric": metric,
                                    "max_answer_tokens": max_answer_tokens})

@@ -1,10 +1,10 @@
 """Attention maps from a checkpoint: PNG heatmaps of attention weights, per layer and head.
 
-    python -m zoo.attention_maps ckpt=GPT.ckpt text="ROMEO: But soft"           # self-attention (GPT, BERT, Llama)
-    python -m zoo.attention_maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
-    python -m zoo.attention_maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
-    python -m zoo.attention_maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
-    python -m zoo.attention_maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
+    python -m zoo.viz.attention_maps ckpt=GPT.ckpt text="ROMEO: But soft"           # self-attention (GPT, BERT, Llama)
+    python -m zoo.viz.attention_maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
+    python -m zoo.viz.attention_maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
+    python -m zoo.viz.attention_maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
+    python -m zoo.viz.attention_maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
 
 Files (in ``out=``, default ``attention/``): ``self_layerNN.png`` (a grid of heads; query
 positions down, key positions across) for a single stack; ``encoder_``/``decoder_``/
@@ -34,13 +34,13 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
-from zoo.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
-from zoo.checkpoint import load  # noqa: E402
+from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
+from zoo.train.checkpoint import load  # noqa: E402
 from zoo.data.images import load_image, to_tensor  # noqa: E402
 from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
-from zoo.encoder_decoder import EncoderDecoder  # noqa: E402
+from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
-from zoo.plots import save_figure  # noqa: E402
+from zoo.viz.plots import save_figure  # noqa: E402
 
 # What each kind of input a checkpoint was trained on can be shown with.
 INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
@@ -250,7 +250,7 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     """LLaVA: the language model's self-attention over image tokens + prompt + answer, and the
     rollout of the position that writes the first answer token, through the language model
     onto the image tokens and then through the vision tower onto the image patches."""
-    from zoo.answer import Answerer
+    from zoo.cli.answer import Answerer
 
     answerer = Answerer(ckpt)
     net, tokenizer, tower = answerer.net, answerer.tokenizer, answerer.net.embedder.vision
@@ -280,7 +280,7 @@ def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv if "=" in a)
     given = [k for k in ("text", "image", "audio") if k in args]
     if "ckpt" not in args or len(given) != 1 or len(args) != len(argv):
-        raise SystemExit("usage: python -m zoo.attention_maps ckpt=PATH (text=TEXT | audio=FILE | image=FILE "
+        raise SystemExit("usage: python -m zoo.viz.attention_maps ckpt=PATH (text=TEXT | audio=FILE | image=FILE "
                          "[question=TEXT]) [out=DIR]")
     kind = "image_text" if given == ["image"] and "question" in args else given[0]
     objective = load(args["ckpt"])

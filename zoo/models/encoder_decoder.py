@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
-from zoo.model import Stack, init_weights
+from zoo.train.flops import attention_flops, cross_kv_flops, linear_flops, training_flops
+from zoo.models.model import Stack, init_weights
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
@@ -35,7 +35,7 @@ class EncoderDecoder(nn.Module):
             giving an additive attention bias computed once per forward and shared by all
             layers of their stack (T5's relative position bias).
         encoder_mask, decoder_mask: masks of the two self-attentions (default: padding only,
-            and causal); each one mask or a ``PerLayer`` pattern (see ``zoo.model.Stack``).
+            and causal); each one mask or a ``PerLayer`` pattern (see ``zoo.models.model.Stack``).
         rotary: rotary positions inside both stacks' self-attention (``rotary_base``: its
             base); ``context`` bounds the source as well then.
     """
@@ -119,7 +119,7 @@ class EncoderDecoder(nn.Module):
 
     def training_flops(self, batch: int, source_length: int, target_length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
-        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.flops)."""
+        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.train.flops)."""
         encoder = source_length * linear_flops(self.encoder) + attention_flops(self.encoder, source_length, source_length)
         kv = cross_kv_flops(self.decoder)
         decoder = (target_length * (linear_flops(self.decoder) - kv + linear_flops(self.head)) + source_length * kv

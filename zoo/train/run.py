@@ -10,10 +10,10 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo import run_dir
-from zoo.callbacks import StopOnNonFinite
-from zoo.checkpoint import check_resumable
-from zoo.plots import plot_curves
+from zoo.train import run_dir
+from zoo.train.callbacks import StopOnNonFinite
+from zoo.train.checkpoint import check_resumable
+from zoo.viz.plots import plot_curves
 
 
 def _choice(group: str, default: str) -> str:

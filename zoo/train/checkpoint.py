@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, OBJECTIVES, name_of, objective_class, objective_name
+from zoo.registry import (ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_TARGETS, OBJECTIVES, name_of, objective_class,
+                          objective_name)
 
 if TYPE_CHECKING:
     from zoo.objectives.base import Objective
@@ -28,9 +29,12 @@ LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
 
 def _check_config(node: Any, where: str, path: Path) -> None:
     """Refuse a ``_target_`` outside the allow-list, or an interpolation (``${...}``: a resolver
-    such as ``oc.decode`` could build a ``_target_`` after this check), anywhere in ``node``."""
+    such as ``oc.decode`` could build a ``_target_`` after this check), anywhere in ``node``.
+    A former name (:data:`zoo.registry.FORMER_TARGETS`) is rewritten, in place, to today's."""
     if isinstance(node, dict):
         target = node.get("_target_")
+        if isinstance(target, str) and target in FORMER_TARGETS:
+            target = node["_target_"] = FORMER_TARGETS[target]
         if "_target_" in node and not (isinstance(target, str) and target in ALLOWED_TARGETS):
             raise ValueError(f"checkpoint {path}: {where}._target_={target!r} is not a class a zoo checkpoint "
                              f"may build; allowed: {sorted(ALLOWED_TARGETS)}")

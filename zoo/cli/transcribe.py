@@ -1,7 +1,7 @@
 """Transcribe audio files with a trained speech-recognition checkpoint.
 
-    python -m zoo.transcribe ckpt=outputs/train/<run>/checkpoints/best-step=3000.ckpt audio=clip.wav
-    python -m zoo.transcribe ckpt=... audio=[a.wav,b.flac] beam=true
+    python -m zoo.cli.transcribe ckpt=outputs/train/<run>/checkpoints/best-step=3000.ckpt audio=clip.wav
+    python -m zoo.cli.transcribe ckpt=... audio=[a.wav,b.flac] beam=true
 
 Any sample rate is resampled to 16 kHz. Audio longer than the encoder holds (30 s for
 Whisper's shape) is transcribed in consecutive windows, with a warning, and the pieces
@@ -16,15 +16,15 @@ import sys
 import torch
 from omegaconf import OmegaConf
 
-from zoo.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio
-from zoo.checkpoint import load
+from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio
+from zoo.train.checkpoint import load
 from zoo.objectives.asr import SpeechRecognition
 
 log = logging.getLogger(__name__)
 
 
 def load_model(ckpt: str, device: str = "cpu") -> SpeechRecognition:
-    model: SpeechRecognition = load(ckpt, device, accepts=("asr",), command="zoo.transcribe")
+    model: SpeechRecognition = load(ckpt, device, accepts=("asr",), command="zoo.cli.transcribe")
     if model.tokenizer is None or model.bos_id is None or model.eos_id is None:
         raise ValueError(f"{ckpt} holds no tokenizer or start / end tokens: it cannot transcribe")
     return model
@@ -50,7 +50,7 @@ def transcribe(model: SpeechRecognition, path: str, beam: bool = False) -> str:
 def main(argv: list[str]) -> None:
     args = OmegaConf.from_cli(argv)
     if "ckpt" not in args or "audio" not in args:
-        raise SystemExit("usage: python -m zoo.transcribe ckpt=PATH audio=FILE|[FILE,...] [beam=true] [device=cpu]")
+        raise SystemExit("usage: python -m zoo.cli.transcribe ckpt=PATH audio=FILE|[FILE,...] [beam=true] [device=cpu]")
     model = load_model(args.ckpt, args.get("device", "cpu"))
     files = [args.audio] if isinstance(args.audio, str) else list(args.audio)
     for path in files:

@@ -1,6 +1,6 @@
 """Answer a question about an image with a LLaVA checkpoint (greedy decoding, KV cache).
 
-    python -m zoo.answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
+    python -m zoo.cli.answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
         image=picture.png question="what color is the circle?"
 
 The checkpoint holds everything needed: the network's config, its weights, the
@@ -18,10 +18,10 @@ import torch
 from PIL import Image
 from torch import nn
 
-from zoo.checkpoint import load
+from zoo.train.checkpoint import load
 from zoo.data.images import load_image, to_tensor
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.generate import generate
+from zoo.inference.sampling import generate
 from zoo.nn.multimodal import expand_image_placeholder
 
 
@@ -29,7 +29,7 @@ class Answerer:
     """A LLaVA network, its tokenizer and prompt template, loaded from a zoo checkpoint."""
 
     def __init__(self, ckpt: str | Path):
-        objective = load(ckpt, accepts=("vlm",), command="zoo.answer (model=llava*)")
+        objective = load(ckpt, accepts=("vlm",), command="zoo.cli.answer (model=llava*)")
         hparams = objective.hparams
         if not hparams.tokenizer:
             raise ValueError(f"{ckpt} holds no tokenizer: it cannot read a question")
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv if "=" in a)
     missing = [k for k in ("ckpt", "image") if k not in args]
     if missing:
-        raise SystemExit(f"usage: python -m zoo.answer ckpt=CKPT image=IMAGE question=\"...\" (missing {missing})")
+        raise SystemExit(f"usage: python -m zoo.cli.answer ckpt=CKPT image=IMAGE question=\"...\" (missing {missing})")
     print(Answerer(args["ckpt"])(load_image(args["image"]), args.get("question", "")))
 
 

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from zoo.flops import attention_flops, linear_flops, training_flops
+from zoo.train.flops import attention_flops, linear_flops, training_flops
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
@@ -177,6 +177,6 @@ class Model(nn.Module):
 
     def training_flops(self, batch: int, length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
-        ``length`` positions (see zoo.flops)."""
+        ``length`` positions (see zoo.train.flops)."""
         per_token = linear_flops(self.stack) + linear_flops(self.head)
         return training_flops(batch * (length * per_token + attention_flops(self.stack, length, length)))

@@ -1,8 +1,8 @@
 """The family table, generated from the configs: every `model=` as a choice of
 embedder, mask and head over the same Block.
 
-    python -m zoo.describe              # the Markdown table in the README
-    python -m zoo.describe --masks DIR  # PNGs of each family's attention masks
+    python -m zoo.cli.describe              # the Markdown table in the README
+    python -m zoo.cli.describe --masks DIR  # PNGs of each family's attention masks
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def main() -> None:
           "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
     if args.masks:
-        from zoo.mask_pictures import write_mask_pictures
+        from zoo.viz.mask_pictures import write_mask_pictures
 
         for path in write_mask_pictures(args.masks):
             print(f"wrote {path}")

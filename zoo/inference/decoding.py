@@ -1,4 +1,4 @@
-"""Decoding an encoder-decoder (:class:`zoo.encoder_decoder.EncoderDecoder`): greedy
+"""Decoding an encoder-decoder (:class:`zoo.models.encoder_decoder.EncoderDecoder`): greedy
 and beam search.
 
 The source is encoded once. With the cache, each step feeds the decoder only the

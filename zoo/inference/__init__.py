@@ -1,0 +1,1 @@
+"""Decoding from a trained model: sampling, greedy and beam search."""

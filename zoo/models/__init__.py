@@ -1,0 +1,1 @@
+"""The containers: the pieces of zoo.nn put together into whole networks."""

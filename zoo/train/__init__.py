@@ -1,0 +1,1 @@
+"""Training: the run train.py does, its callbacks, strategies, FLOPs, checkpoints and run directories."""

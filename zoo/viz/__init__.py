@@ -1,0 +1,1 @@
+"""Pictures: training curves, mask pictures, attention maps."""

@@ -1,4 +1,4 @@
-"""``python train.py model=mistral|gpt_neo data=tinyshakespeare`` trains: a few steps each, run
+"""``python train.py model=mistral|gpt_neo|gpt_sparse data=tinyshakespeare`` trains: a few steps each,
 as a user would; then ``generate.py`` decodes past the window from the checkpoint (its config
 passes the allow-list, its sliding-window layers decode with the rolling cache)."""
 
@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT, run_train
 
 
-@pytest.mark.slow  # two train.py runs, ~35 s each
-@pytest.mark.parametrize("model", ["mistral", "gpt_neo"])
+@pytest.mark.slow  # three train.py runs, ~35 s each
+@pytest.mark.parametrize("model", ["mistral", "gpt_neo", "gpt_sparse"])
 def test_train_a_windowed_family_on_shakespeare_then_generate_past_the_window(tmp_path, shakespeare_dir, model):
     run = tmp_path / "run"
     run_train(run, shakespeare_dir, f"model={model}", "data=tinyshakespeare", "data.check=false",

@@ -60,6 +60,8 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.masks.PrefixLMMask",
     "zoo.nn.masks.LocalMask",
     "zoo.nn.masks.PerLayer",
+    "zoo.nn.sparse.StridedMask",
+    "zoo.nn.sparse.FixedMask",
     "zoo.nn.positions.LearnedPositions",
     "zoo.nn.positions.SinusoidalPositions",
     "zoo.nn.positions.RotaryEmbedding",

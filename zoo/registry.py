@@ -62,6 +62,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.masks.PerLayer",
     "zoo.nn.sparse.StridedMask",
     "zoo.nn.sparse.FixedMask",
+    "zoo.nn.sparse.BigBirdMask",
     "zoo.nn.positions.LearnedPositions",
     "zoo.nn.positions.SinusoidalPositions",
     "zoo.nn.positions.RotaryEmbedding",
@@ -82,6 +83,7 @@ FORMER_TARGETS: dict[str, str] = {
 # Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with it).
 ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.bert.pretrained",
+    "zoo.convert.big_bird.pretrained",
     "zoo.convert.gpt2.pretrained",
     "zoo.convert.mistral.pretrained",
     "zoo.convert.llama.pretrained",

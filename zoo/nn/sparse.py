@@ -89,3 +89,76 @@ class FixedMask(Mask):
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
         mask = fixed_mask(q_len, k_len, self.stride, self.summary, device)
         return (mask if key_padding is None else mask & padding_mask(key_padding)), False
+
+
+def bigbird_counts(length: int, block: int, n_random: int, seed: int | None = None,
+                   device: torch.device | str | None = None) -> Tensor:
+    """(length, length) int: how many times each key enters each query's softmax under
+    BigBird's block-sparse pattern (0 = hidden). Blocks of ``block`` positions (the last one
+    may be shorter); the first and the last query blocks see everything (global); every other
+    query block sees the first and last key blocks (global), its own and its neighbours
+    (sliding; the second and second-to-last rows see blocks 0-2 and the last three), and
+    ``n_random`` random key blocks.
+
+    ``seed=None`` is what Hugging Face's ``BigBirdModel`` computes in eval mode: every random
+    block index is 0, so block 0 enters the middle rows' softmax 1 + n_random times. A ``seed``
+    draws each middle row's random blocks among the middle blocks it does not already see (one
+    draw per length, shared by every head: Hugging Face draws per head, in training only)."""
+    n_blocks = -(-length // block)
+    counts = torch.zeros(n_blocks, n_blocks, dtype=torch.long)
+    counts[[0, -1]] = 1
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    for row in range(1, n_blocks - 1):
+        window = {0, 1, 2} if row == 1 else ({n_blocks - 3, n_blocks - 2} if row == n_blocks - 2
+                                             else {row - 1, row, row + 1})
+        seen = sorted(window | {0, n_blocks - 1})
+        counts[row, seen] = 1
+        if generator is None:
+            counts[row, 0] += n_random
+        else:
+            candidates = torch.tensor([b for b in range(1, n_blocks - 1) if b not in window])
+            pick = candidates[torch.randperm(len(candidates), generator=generator)[:n_random]]
+            counts[row, pick] += 1
+    of_block = torch.arange(length) // block
+    return counts[of_block][:, of_block].to(device)
+
+
+class BigBirdMask(Mask):
+    """BigBird's block-sparse attention (Zaheer et al. 2020) as Hugging Face computes it, for an
+    encoder (every query at once): global first and last blocks, a sliding window of three
+    blocks and ``n_random`` random blocks per query block (:func:`bigbird_counts`).
+
+    Not a plain boolean mask: a key that enters a softmax n times weighs n times, so this
+    returns an additive mask, ``log(n)`` where seen and ``-inf`` where hidden. As in
+    ``BigBirdModel``, a sequence not longer than ``(5 + 2 * n_random) * block_size`` positions
+    gets full attention (Hugging Face switches the whole model to ``original_full`` then, for
+    good; here each forward decides for itself).
+    """
+
+    def __init__(self, block_size: int, n_random: int = 3, seed: int | None = None) -> None:
+        _check_int("BigBirdMask block_size", block_size, 1)
+        _check_int("BigBirdMask n_random", n_random, 0)
+        self.block_size, self.n_random, self.seed = block_size, n_random, seed
+
+    @property
+    def full_up_to(self) -> int:
+        """The longest sequence that gets full attention (Hugging Face's ``max_tokens_to_attend``)."""
+        return (5 + 2 * self.n_random) * self.block_size
+
+    def check_context(self, context: int) -> None:
+        if context <= self.full_up_to:
+            raise ValueError(f"BigBirdMask block_size={self.block_size}, n_random={self.n_random} attends fully up "
+                             f"to {self.full_up_to} positions, but the model's context={context}: it would never "
+                             f"be sparse (give a context > {self.full_up_to}, or smaller blocks)")
+
+    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+        if q_len != k_len:
+            raise ValueError(f"BigBirdMask is an encoder's mask: {q_len} queries over {k_len} keys (a KV cache) "
+                             f"is not supported")
+        padding = None if key_padding is None else padding_mask(key_padding)
+        if k_len <= self.full_up_to:
+            return padding, False
+        counts = bigbird_counts(k_len, self.block_size, self.n_random, self.seed, device)
+        bias = counts.float().log()  # log 0 = -inf: hidden
+        return (bias if padding is None else bias.masked_fill(~padding, float("-inf"))), False

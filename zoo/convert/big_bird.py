@@ -1,0 +1,44 @@
+"""Hugging Face BigBird (``BigBirdForMaskedLM``, ``attention_type="block_sparse"``) -> zoo
+``model=bigbird``: BERT's weights and shapes (the same names, :mod:`zoo.convert.bert`) under
+:class:`~zoo.nn.sparse.BigBirdMask`."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.convert.bert import _load, bert_shape, bert_state_dict
+from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
+
+MODEL_TYPES = ("big_bird",)
+
+
+def big_bird_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`~zoo.convert.bert.bert_shape` plus the block-sparse pattern's settings. A config the
+    zoo would compute differently is refused, naming the key."""
+    for key, wanted in (("attention_type", "block_sparse"), ("rescale_embeddings", False), ("use_bias", True)):
+        if hf_config.get(key, wanted) != wanted:
+            raise ValueError(f"BigBird {key}={hf_config[key]!r}: only {key}={wanted!r} is supported")
+    return bert_shape(hf_config) | {"mask.block_size": hf_config["block_size"],
+                                    "mask.n_random": hf_config["num_random_blocks"]}
+
+
+@torch.no_grad()
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo BigBird holding ``hf_model``'s weights (the exactness test), in eval mode."""
+    config = hf_model.config.to_dict()
+    shape = big_bird_shape(config)
+    net = build_net("bigbird", [f"model.net.{k}={v}" for k, v in shape.items()], {"vocab_size": config["vocab_size"]})
+    _load(net, bert_state_dict(hf_model.state_dict(), shape["n_layers"]), type(hf_model).__name__)
+    return net.eval()
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook for a Hugging Face BigBird folder (see :func:`zoo.convert.bert.pretrained`)."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = big_bird_shape(config)
+    check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
+    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(_load, source=path))

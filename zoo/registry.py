@@ -59,6 +59,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.masks.CausalMask",
     "zoo.nn.masks.PrefixLMMask",
     "zoo.nn.masks.LocalMask",
+    "zoo.nn.masks.GridWindowMask",
     "zoo.nn.masks.PerLayer",
     "zoo.nn.sparse.StridedMask",
     "zoo.nn.sparse.FixedMask",

@@ -13,6 +13,7 @@ distinct mask, not per layer.
 
 from __future__ import annotations
 
+import math
 
 import torch
 from torch import Tensor
@@ -139,6 +140,37 @@ class LocalMask(Mask):
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
         mask = local_mask(q_len, k_len, self.window, self.causal, device)
+        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
+
+
+def grid_window_mask(side: int, window: int, device: torch.device | str | None = None) -> Tensor:
+    """(side^2, side^2): patches of a side x side grid (row-major) see the patches of their own
+    window x window tile."""
+    pos = torch.arange(side * side, device=device)
+    tile = (pos // side // window) * side + pos % side // window  # (tile row, tile column) as one id
+    return tile[:, None] == tile[None, :]
+
+
+class GridWindowMask(Mask):
+    """ViTDet's window attention as a mask over the patch grid: the patches (row-major, no CLS)
+    are cut into non-overlapping ``window`` x ``window`` tiles, and a patch sees its own tile.
+    The grid is the square of the sequence length; ViTDet zero-pads a grid its window does not
+    divide (the padding then takes part in attention), which a mask cannot say: refused."""
+
+    def __init__(self, window: int) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"GridWindowMask window={window!r}: give an integer >= 1 (the tile's side, in patches)")
+        self.window = window
+
+    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+        side = math.isqrt(k_len)
+        if q_len != k_len or side * side != k_len:
+            raise ValueError(f"GridWindowMask needs a square grid of patches and no other tokens: got {q_len} "
+                             f"queries over {k_len} keys (a CLS token? the embedder's cls_token must be false)")
+        if side % self.window:
+            raise ValueError(f"GridWindowMask window={self.window} does not divide the {side}x{side} patch grid")
+        mask = grid_window_mask(side, self.window, device)
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 

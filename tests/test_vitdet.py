@@ -1,0 +1,62 @@
+"""model=vitdet against a tiny random ``VitDetModel`` (windowed layers with a global one every
+third, a window shorter than the grid): the same patch vectors in fp32 and float64; the
+window really cuts; the mask's cells, and its bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import VitDetConfig, VitDetModel
+
+from exactness import assert_matches
+from zoo.convert.vitdet import from_transformers, vitdet_shape
+from zoo.nn.masks import GridWindowMask
+
+CPU = torch.device("cpu")
+
+
+def reference(dtype=torch.float32, **changes) -> VitDetModel:
+    torch.manual_seed(0)
+    settings = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, mlp_ratio=2, image_size=32,
+                    pretrain_image_size=32, patch_size=4, window_size=4, window_block_indices=[0, 1], drop_path_rate=0.0)
+    config = VitDetConfig(**settings | changes)
+    return VitDetModel(config).to(dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_patch_vectors_match_vitdet(dtype):
+    hf = reference(dtype)
+    zoo = from_transformers(hf).to(dtype)
+    images = torch.randn(2, 3, 32, 32, dtype=dtype)
+    with torch.no_grad():
+        want = hf(images).last_hidden_state.flatten(2).transpose(1, 2)  # (B, D, H, W) -> (B, HW, D)
+        got = zoo(images)
+    assert_matches(got, want, what="ViTDet patch vectors")
+
+
+def test_the_window_really_cuts():
+    hf, zoo = reference(), from_transformers(reference(window_block_indices=[]))  # same weights, all global
+    images = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        assert (zoo(images) - hf(images).last_hidden_state.flatten(2).transpose(1, 2)).abs().max() > 1e-3
+
+
+def test_cells_are_the_tiles_of_the_grid():
+    mask, _ = GridWindowMask(2)(36, 36, CPU)  # a 6 x 6 grid in 2 x 2 tiles
+    for i in range(36):
+        for j in range(36):
+            assert mask[i, j] == (i // 6 // 2 == j // 6 // 2 and i % 6 // 2 == j % 6 // 2), (i, j)
+    assert mask.sum(1).eq(4).all()
+
+
+def test_bad_input_is_refused_naming_the_sizes():
+    with pytest.raises(ValueError, match="window=0"):
+        GridWindowMask(0)
+    with pytest.raises(ValueError, match="65 keys .* cls_token must be false"):
+        GridWindowMask(4)(65, 65, CPU)
+    with pytest.raises(ValueError, match="window=3 does not divide the 8x8 patch grid"):
+        GridWindowMask(3)(64, 64, CPU)
+    with pytest.raises(ValueError, match="window_size=3 does not divide the 8x8 patch grid"):
+        vitdet_shape(reference(window_size=3).config.to_dict())
+    with pytest.raises(ValueError, match="use_relative_position_embeddings"):
+        vitdet_shape(reference(use_relative_position_embeddings=True).config.to_dict())

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.train.checkpoint import load, net_state
 from zoo.convert.common import load_mapped
+from zoo.convert.hub import resolve
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
 
@@ -40,7 +41,7 @@ class Objective(L.LightningModule):
         init_from: what the network starts from (fine-tuning): a zoo checkpoint (a .ckpt
             file, e.g. a pre-training run's; every weight must match in name and shape), or
             a directory in another library's format (e.g. a Hugging Face checkpoint), read
-            by ``converter``. The data modules take their tokenizer from the same place
+            by ``converter``, or ``hf:<repo id>[@revision]`` (``zoo.convert.hub``). The data modules take their tokenizer from the same place
             (``zoo.train.checkpoint.tokenizer_of``), so that token ids mean the same thing.
         converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads a
             directory: the net config reshaped to the checkpoint, and the net holding its
@@ -53,6 +54,7 @@ class Objective(L.LightningModule):
         super().__init__()
         check_optim(plain(optim))
         net_cfg = plain(net)
+        init_from = resolve(init_from)  # hf:<repo> -> its snapshot folder in the Hub cache
         if init_from and Path(init_from).is_dir():
             if not converter:
                 raise ValueError(f"model.init_from={init_from} is a directory, and this model has no "

@@ -158,9 +158,12 @@ def net_state(path: str | Path) -> dict[str, Tensor]:
 
 def tokenizer_of(path: str | Path):
     """The tokenizer a run starting from ``path`` must use: a zoo checkpoint's own, or a
-    Hugging Face checkpoint directory's (``tokenizer.json`` or ``vocab.txt``)."""
+    Hugging Face checkpoint directory's (``tokenizer.json`` or ``vocab.txt``), local or
+    ``hf:<repo>``."""
+    from zoo.convert.hub import resolve
     from zoo.data.tokenizers import HFTokenizer, tokenizer_from_state
 
+    path = resolve(path)
     if Path(path).is_dir():
         return HFTokenizer.from_pretrained_dir(path)
     state = read(path, needs=("hyper_parameters",))["hyper_parameters"].get("tokenizer")

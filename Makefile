@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
-EXTRAS ?= dev,loggers,sweep,video,detection
+EXTRAS ?= dev,loggers,sweep,video,detection,lora
 LOCK := requirements.lock
 
 .PHONY: train test test-all lock clean-venv

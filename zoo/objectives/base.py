@@ -16,6 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from zoo.train.checkpoint import load, net_state
 from zoo.convert.common import load_mapped
 from zoo.convert.hub import resolve
+from zoo.train.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
 
@@ -47,10 +48,14 @@ class Objective(L.LightningModule):
             directory: the net config reshaped to the checkpoint, and the net holding its
             weights. The reshaped config is what the checkpoint stores (``init_from`` is
             not: the weights are in the checkpoint, so reloading never reads it again).
+        lora: ``{r, alpha, dropout, targets}``: train LoRA adapters on the Block's linear layers
+            named in ``targets`` (q, k, v, out, gate, fc_in, fc_out), the rest frozen
+            (``zoo.train.lora``); stored, so that a checkpoint rebuilds the same adapters.
     """
 
     def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
-                 tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None):
+                 tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None,
+                 lora: dict | None = None):
         super().__init__()
         check_optim(plain(optim))
         net_cfg = plain(net)
@@ -65,8 +70,14 @@ class Objective(L.LightningModule):
         if init_from and not Path(init_from).is_dir():
             load_mapped(self.net, net_state(init_from))
             rank_zero_info(f"initialised the network from {init_from}")
+        lora = lora_settings(plain(lora))
+        if lora is not None:
+            apply_lora(self.net, **lora)
+            trainable, total = lora_counts(self.net)
+            rank_zero_info(f"LoRA {lora}: {trainable:,} of {total:,} parameters train ({trainable / total:.2%})")
         self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": plain(input_kind),
-                                   "compile": compile, "tokenizer": plain(tokenizer), "converter": converter})
+                                   "compile": compile, "tokenizer": plain(tokenizer), "converter": converter,
+                                   "lora": lora})
         self.forward_net = torch.compile(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 

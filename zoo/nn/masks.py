@@ -67,6 +67,14 @@ class Mask:
 class NoMask(Mask):
     """Everyone sees everyone, except padding (ViT, BERT, encoders)."""
 
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        """Who sees whom among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)."""
+        return torch.ones(query.shape[0], key.shape[1], dtype=torch.bool, device=query.device)
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        """The keys [lo, hi) that queries q_lo..q_hi-1 may see, at most (the block backend)."""
+        return 0, k_len
+
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
         return (None if key_padding is None else padding_mask(key_padding)), False
@@ -77,6 +85,12 @@ PaddingMask = NoMask  # the bidirectional mask: it only ever hides padding
 
 class CausalMask(Mask):
     """Each position sees itself and the past (GPT, decoders)."""
+
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        return key <= query
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        return 0, q_hi
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
@@ -97,13 +111,21 @@ class PrefixLMMask(Mask):
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 
-def local_mask(q_len: int, k_len: int, window: int, causal: bool, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): the sliding window of :class:`LocalMask` for the last q_len of k_len positions."""
-    query = torch.arange(k_len - q_len, k_len, device=device)[:, None]
-    key = torch.arange(k_len, device=device)[None, :]
+def positions(q_len: int, k_len: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """(q_len, 1) absolute query positions (the last q_len of k_len) and (1, k_len) key positions."""
+    return torch.arange(k_len - q_len, k_len, device=device)[:, None], torch.arange(k_len, device=device)[None, :]
+
+
+def local_cells(query: Tensor, key: Tensor, window: int, causal: bool) -> Tensor:
+    """:class:`LocalMask`'s window among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)."""
     if causal:
         return (key <= query) & (key > query - window)
     return (key - query).abs() <= window // 2
+
+
+def local_mask(q_len: int, k_len: int, window: int, causal: bool, device: torch.device | str | None = None) -> Tensor:
+    """(q_len, k_len): the sliding window of :class:`LocalMask` for the last q_len of k_len positions."""
+    return local_cells(*positions(q_len, k_len, device), window, causal)
 
 
 class LocalMask(Mask):
@@ -137,18 +159,32 @@ class LocalMask(Mask):
             raise ValueError(f"LocalMask window={self.window} is larger than the model's context={context}: "
                              f"it would never cut (use CausalMask/NoMask, or a window <= {context})")
 
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        return local_cells(query, key, self.window, self.causal)
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        if self.causal:
+            return max(0, q_lo - self.window + 1), q_hi
+        return max(0, q_lo - self.window // 2), min(k_len, q_hi + self.window // 2)
+
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
         mask = local_mask(q_len, k_len, self.window, self.causal, device)
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 
+def grid_cells(query: Tensor, key: Tensor, side: int, window: int) -> Tensor:
+    """Patches of a side x side grid (row-major positions ``query`` (Lq, 1), ``key`` (1, Lk)) see
+    the patches of their own window x window tile."""
+    def tile(pos: Tensor) -> Tensor:
+        return (pos // side // window) * side + pos % side // window  # (tile row, tile column) as one id
+
+    return tile(query) == tile(key)
+
+
 def grid_window_mask(side: int, window: int, device: torch.device | str | None = None) -> Tensor:
-    """(side^2, side^2): patches of a side x side grid (row-major) see the patches of their own
-    window x window tile."""
-    pos = torch.arange(side * side, device=device)
-    tile = (pos // side // window) * side + pos % side // window  # (tile row, tile column) as one id
-    return tile[:, None] == tile[None, :]
+    """(side^2, side^2): :func:`grid_cells` over the whole grid."""
+    return grid_cells(*positions(side * side, side * side, device), side, window)
 
 
 class GridWindowMask(Mask):
@@ -162,15 +198,22 @@ class GridWindowMask(Mask):
             raise ValueError(f"GridWindowMask window={window!r}: give an integer >= 1 (the tile's side, in patches)")
         self.window = window
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        return grid_cells(query, key, self._side(k_len, k_len), self.window)
+
+    def _side(self, q_len: int, k_len: int) -> int:
+        """The grid's side, refusing what is not a square grid the window divides."""
         side = math.isqrt(k_len)
         if q_len != k_len or side * side != k_len:
             raise ValueError(f"GridWindowMask needs a square grid of patches and no other tokens: got {q_len} "
                              f"queries over {k_len} keys (a CLS token? the embedder's cls_token must be false)")
         if side % self.window:
             raise ValueError(f"GridWindowMask window={self.window} does not divide the {side}x{side} patch grid")
-        mask = grid_window_mask(side, self.window, device)
+        return side
+
+    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+        mask = grid_window_mask(self._side(q_len, k_len), self.window, device)
         return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
 
 

@@ -21,27 +21,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.nn.masks import Mask, padding_mask
+from zoo.nn.masks import Mask, padding_mask, positions
 
 
-def _positions(q_len: int, k_len: int, device) -> tuple[Tensor, Tensor]:
-    """(q_len, 1) absolute query positions (the last q_len of k_len) and (1, k_len) key positions."""
-    return torch.arange(k_len - q_len, k_len, device=device)[:, None], torch.arange(k_len, device=device)[None, :]
-
-
-def strided_mask(q_len: int, k_len: int, stride: int, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): :class:`StridedMask` for the last q_len of k_len positions."""
-    query, key = _positions(q_len, k_len, device)
+def strided_cells(query: Tensor, key: Tensor, stride: int) -> Tensor:
+    """:class:`StridedMask` among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)."""
     back = query - key
     return (back >= 0) & ((back <= stride) | (back % stride == 0))
 
 
-def fixed_mask(q_len: int, k_len: int, stride: int, summary: int, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): :class:`FixedMask` for the last q_len of k_len positions."""
-    query, key = _positions(q_len, k_len, device)
+def fixed_cells(query: Tensor, key: Tensor, stride: int, summary: int) -> Tensor:
+    """:class:`FixedMask` among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)."""
     same_block = key // stride == query // stride
     summarises = key % stride >= stride - summary
     return (key <= query) & (same_block | summarises)
+
+
+def strided_mask(q_len: int, k_len: int, stride: int, device: torch.device | str | None = None) -> Tensor:
+    """(q_len, k_len): :class:`StridedMask` for the last q_len of k_len positions."""
+    return strided_cells(*positions(q_len, k_len, device), stride)
+
+
+def fixed_mask(q_len: int, k_len: int, stride: int, summary: int, device: torch.device | str | None = None) -> Tensor:
+    """(q_len, k_len): :class:`FixedMask` for the last q_len of k_len positions."""
+    return fixed_cells(*positions(q_len, k_len, device), stride, summary)
 
 
 def _check_int(name: str, value, low: int) -> None:
@@ -61,6 +64,12 @@ class StridedMask(Mask):
         if self.stride >= context - 1:
             raise ValueError(f"StridedMask stride={self.stride} with the model's context={context}: the window "
                              f"alone covers every key, so it never cuts (give a stride < {context - 1})")
+
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        return strided_cells(query, key, self.stride)
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        return 0, q_hi
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
@@ -84,6 +93,12 @@ class FixedMask(Mask):
         if self.stride >= context:
             raise ValueError(f"FixedMask stride={self.stride} is not shorter than the model's context={context}: "
                              f"one block would hold every position (give a stride < {context})")
+
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        return fixed_cells(query, key, self.stride, self.summary)
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        return 0, q_hi
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:

@@ -139,7 +139,7 @@ def test_download_from_a_closed_port_names_the_url(tmp_path):
 MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", "shapes_vqa": "llava",
             "fsdd": "whisper", "librispeech": "whisper", "ljspeech": "whisper", "speechcommands": "whisper",
             "yesno": "whisper", "multi30k": "transformer", "tinyshakespeare": "gpt", "wikitext": "bert",
-            "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos"}
+            "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
 
 
 def test_every_data_config_is_paired_above():

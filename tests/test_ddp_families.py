@@ -69,8 +69,26 @@ def _yolos(data):  # shapes_detection is generated: no files
             "data.train_size=64", "data.val_size=16", "data.test_size=16"]
 
 
+def _videomae(data):
+    return ["model=videomae", *_vivit(data)[1:]]
+
+
+def _mistral(data):  # a sliding window shorter than the sequence, the rolling cache at the end-of-run sample
+    from conftest import write_shakespeare
+
+    write_shakespeare(data)
+    return ["model=mistral", "data=tinyshakespeare", "data.check=false", "model.net.n_layers=2", *TINY_BLOCK,
+            "model.net.block.n_kv_heads=1", "data.batch_size=4", "data.val_batches=1", "++model.sample_tokens=40"]
+
+
+def _bigbird(data):  # block-sparse attention on sequences longer than its full-attention limit
+    bert = [o for o in _bert(data) if not o.startswith(("model=", "model.net.context=", "data.seq_len="))]
+    return ["model=bigbird", *bert, "model.net.context=64", "data.seq_len=64", "model.net.mask.block_size=4",
+            "model.net.mask.n_random=1"]
+
+
 FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava,
-            "vivit": _vivit, "yolos": _yolos}
+            "vivit": _vivit, "videomae": _videomae, "yolos": _yolos, "mistral": _mistral, "bigbird": _bigbird}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -140,6 +140,8 @@ class AudioEmbedder(nn.Module):
     the table as weights, which the converter copies into this buffer exactly.
     """
 
+    stride = 2  # the second conv's: log-mel frames per output vector
+
     def __init__(self, n_mels: int, d_model: int, max_len: int, positions: str = "sinusoidal_concat",
                  dropout: float = 0.0):
         super().__init__()
@@ -155,8 +157,6 @@ class AudioEmbedder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.n_mels, self.max_len = n_mels, max_len
 
-    stride = 2  # the second conv's: log-mel frames per output vector
-
     @classmethod
     def positions_for(cls, n_frames: Tensor | int) -> Tensor | int:
         """Vectors the embedder makes from ``n_frames`` log-mel frames (the stride-2 conv)."""
@@ -165,7 +165,7 @@ class AudioEmbedder(nn.Module):
     @classmethod
     def output_padding(cls, frame_padding: Tensor) -> Tensor:
         """The padding of the output for the padding of the input: frame_padding (B, T) True at
-        real frames -> (B, positions_for(T)) True at vectors made from real frames."""
+        real frames (right-padded) -> (B, positions_for(T)) True at vectors made from real frames."""
         real = cls.positions_for(frame_padding.sum(-1))
         return torch.arange(cls.positions_for(frame_padding.shape[-1]), device=frame_padding.device) < real[:, None]
 

@@ -97,8 +97,10 @@ class Stack(nn.Module):
         return [built[mask] for mask in self.layer_masks]
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
-        """(B, L, D) -> (B, L, D); ``contexts``: one per layer, from :meth:`contexts`."""
-        for i, (block, context) in enumerate(zip(self.blocks[: len(self.layer_masks)], contexts, strict=True)):
+        """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""
+        if len(contexts) != len(self.layer_masks):
+            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
+        for i, (block, context) in enumerate(zip(self.blocks, contexts)):  # (a stack read early stops at its layer)
             x = block(x, context, None if cache is None else cache.layers[i])
         return x if self.norm is None or self.n_read is not None else self.norm(x)
 

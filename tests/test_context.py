@@ -11,7 +11,8 @@ import torch
 from exactness import assert_matches
 from zoo.convert.common import build_net
 from zoo.models.encoder_decoder import EncoderDecoder
-from zoo.models.model import Model, Stack
+from zoo.models.model import Model
+from zoo.nn.stack import Stack
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.context import AttentionContext
 from zoo.nn.embedders import TokenEmbedder
@@ -130,14 +131,14 @@ def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
                          cfg, 4, 1, LMHead(16, VOCAB), context=32, encoder_mask=PerLayer([NoMask(), CausalMask()]),
                          encoder_bias=RelativePositionBias(4, bidirectional=True)).eval()
     tokens, padding, _ = batch()
-    bias = net.encoder_bias(LENGTH, LENGTH, 0)
+    bias = net.encoder.bias(LENGTH, LENGTH, 0)
     keys = padding[:, None, None, :]
     everyone, causal = bias.masked_fill(~keys, float("-inf")), bias.masked_fill(~(causal_mask(LENGTH, LENGTH) & keys),
                                                                                 float("-inf"))
-    x = net.encoder_embedder(tokens)
+    x = net.encoder.embedder(tokens)
     for block, mask in zip(net.encoder.blocks, [everyone, causal, everyone, causal]):
         x = block(x, AttentionContext(mask=mask))
-    assert_matches(net.encode(tokens, padding), net.encoder.norm(x), what="encoder pattern with relative bias")
+    assert_matches(net.encode(tokens, padding), net.encoder.stack.norm(x), what="encoder pattern with relative bias")
 
 
 def test_rotary_and_relative_bias_are_one_mechanism_in_both_containers():

@@ -92,7 +92,7 @@ def test_loader_reads_a_checkpoint_directory(tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     net = load_pretrained(tmp_path)
-    assert net.head.weight is not net.decoder_embedder.tokens.weight
+    assert net.head.weight is not net.decoder.embedder.tokens.weight
     source, padding, target = batch()
     with torch.no_grad():
         # the reference: T5 v1.1's forward with its own head, no d_model^-0.5 scaling

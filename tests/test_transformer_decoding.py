@@ -31,9 +31,9 @@ def test_base_has_the_papers_parameter_count():
     net = build_net("transformer_base", [], {"vocab_size": 37000, "eos_id": EOS})
     n = sum(p.numel() for p in net.parameters())
     assert abs(n - 65e6) / 65e6 < 0.05, n
-    assert net.head.weight is net.encoder_embedder.tokens.weight is net.decoder_embedder.tokens.weight
+    assert net.head.weight is net.encoder.embedder.tokens.weight is net.decoder.embedder.tokens.weight
     block = net.encoder.blocks[0]
-    assert not block.prenorm and net.encoder.norm is None
+    assert not block.prenorm and net.encoder.stack.norm is None
 
 
 @pytest.mark.parametrize("padded", [False, True])

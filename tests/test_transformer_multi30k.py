@@ -157,4 +157,4 @@ def test_t5_fine_tunes_on_pairs_with_a_task_prefix_and_init_from(tmp_path):
     cfg2 = tiny_run_config(tmp_path, "t5", [*small, f"model.init_from={ckpt}", "trainer.max_steps=1"])
     _, model = build(cfg2)
     state = torch.load(ckpt, weights_only=True)["state_dict"]
-    assert torch.equal(model.net.encoder.blocks[0].attn.q.weight, state["net.encoder.blocks.0.attn.q.weight"])
+    assert torch.equal(model.net.encoder.blocks[0].attn.q.weight, state["net.encoder.stack.blocks.0.attn.q.weight"])

@@ -61,7 +61,7 @@ def test_converter_copies_the_stored_position_table():
     with torch.no_grad():  # a table that differs from the formula must still be copied exactly
         hf.model.encoder.embed_positions.weight.add_(0.5)
     zoo = from_transformers(hf)
-    torch.testing.assert_close(zoo.encoder_embedder.positions.weight, hf.model.encoder.embed_positions.weight,
+    torch.testing.assert_close(zoo.encoder.embedder.positions.weight, hf.model.encoder.embed_positions.weight,
                                rtol=0, atol=0)
     # and the formula (Whisper's 'concat' layout) is the one Whisper initialises with
     torch.testing.assert_close(sinusoids(30, 64, "concat"), hf.model.encoder.embed_positions.weight - 0.5,

@@ -15,6 +15,7 @@ import torch
 from omegaconf import open_dict
 
 from zoo.convert.common import CONF_DIR, compose_config
+from zoo.nn.tower import outer_towers
 
 # What the data would tell each model at start-up; the table uses these stand-ins.
 DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,
@@ -40,9 +41,9 @@ def _name(obj) -> str:
     return type(obj).__name__
 
 
-def _masks(stack) -> str:
-    """A stack's mask, or its distinct per-layer masks in order of first use."""
-    names = [_name(m) for m in dict.fromkeys(stack.layer_masks)]
+def _masks(tower) -> str:
+    """A tower's mask, or its distinct per-layer masks in order of first use."""
+    names = [_name(m) for m in dict.fromkeys(tower.layer_masks)]
     return names[0] if len(names) == 1 else " / ".join(names) + " (per layer)"
 
 
@@ -63,32 +64,28 @@ def _positions(net: torch.nn.Module) -> str:
 
 
 def describe(model: str) -> dict[str, str]:
-    """One row of the family table."""
+    """One row of the family table, from the network's towers: FLOPs at the full length of each
+    outer tower (an encoder-decoder's source and target), per position of the last."""
     cfg, net = build(model)
+    towers = net.towers
     total = sum(p.numel() for p in net.parameters())
-    embedders = [m for name, m in net.named_children() if name.endswith("embedder")]
     # (an encoder and a decoder may share one token embedding: count it once)
-    embedding = sum(p.numel() for p in {id(p): p for e in embedders for p in e.parameters()}.values())
-    if hasattr(net, "encoder"):  # encoder-decoder
-        mask = f"enc: {_masks(net.encoder)}; dec: {_masks(net.decoder)} + cross"
-        length = net.context
-        source = getattr(net.encoder_embedder, "max_len", length)  # e.g. Whisper's 1500 audio frames
-        flops = net.training_flops(1, source, length) / length
-        unit = "target token"
+    embedding = sum(p.numel() for p in {id(p): p for t in towers.values() for p in t.embedder.parameters()}.values())
+    if len(towers) == 1:
+        mask = _masks(*towers.values())
     else:
-        mask = _masks(net.stack)
-        length = getattr(embedders[0], "max_len", None) or net.context
-        flops = net.training_flops(1, length) / length
-        unit = "position"
+        mask = "; ".join(f"{name}: {_masks(t)}{' + cross' if t.cross_attention else ''}" for name, t in towers.items())
+    lengths = [getattr(t.embedder, "max_len", None) or net.context for t in outer_towers(net).values()]
+    flops = net.training_flops(1, *lengths) / lengths[-1]
     return {
         "model": model,
-        "embedder": " / ".join(_name(e) for e in embedders),
+        "embedder": " / ".join(_name(t.embedder) for t in towers.values()),
         "mask": mask,
         "head": _name(net.head),
         "block": _block_preset(cfg),
         "positions": _positions(net),
         "params (embedders / rest)": f"{embedding / 1e6:.2f}M / {(total - embedding) / 1e6:.2f}M",
-        "train FLOPs": f"{flops / 1e6:.1f}M per {unit}",
+        "train FLOPs": f"{flops / 1e6:.1f}M per {'position' if len(lengths) == 1 else 'target token'}",
     }
 
 

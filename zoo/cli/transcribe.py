@@ -34,7 +34,7 @@ def load_model(ckpt: str, device: str = "cpu") -> SpeechRecognition:
 def transcribe(model: SpeechRecognition, path: str, beam: bool = False) -> str:
     """The transcript of one audio file."""
     wave = load_audio(path)
-    window = model.net.encoder_embedder.max_len * 2 * HOP_LENGTH  # samples the encoder's positions hold
+    window = model.net.towers["encoder"].embedder.max_frames * HOP_LENGTH  # samples the encoder holds
     if len(wave) > window:
         log.warning("%s is longer than the encoder's %.1f s: transcribing it in %d windows", path,
                     window / SAMPLE_RATE, -(-len(wave) // window))

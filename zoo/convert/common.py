@@ -17,6 +17,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
+from zoo.nn.tower import without_unread
+
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 # (index file, single file) of the two weight formats ``save_pretrained`` writes, safetensors first.
@@ -95,7 +97,9 @@ def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:
 
 
 def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
-    """Copy ``state`` into ``net``: every parameter must be given, with its exact shape."""
+    """Copy ``state`` into ``net``: every parameter must be given, with its exact shape. Weights of
+    layers ``net`` does not build (a LLaVA vision tower's layers after its feature layer) are skipped."""
+    state = without_unread(net, state)
     own = net.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))

@@ -70,13 +70,13 @@ def t5_state_dict(hf: dict[str, Tensor], n_encoder: int, n_decoder: int, gated: 
     """Rename T5's weights to the zoo's (no transposes: both store Linear as (out, in))."""
     shared = hf["shared.weight"] if "shared.weight" in hf else hf["encoder.embed_tokens.weight"]
     out = {
-        "encoder_embedder.tokens.weight": shared,
-        "decoder_embedder.tokens.weight": shared,
+        "encoder.embedder.tokens.weight": shared,
+        "decoder.embedder.tokens.weight": shared,
         "head.proj.weight": shared if tied else hf["lm_head.weight"],
-        "encoder.norm.weight": hf["encoder.final_layer_norm.weight"],
-        "decoder.norm.weight": hf["decoder.final_layer_norm.weight"],
-        "encoder_bias.embedding.weight": hf["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"],
-        "decoder_bias.embedding.weight": hf["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"],
+        "encoder.stack.norm.weight": hf["encoder.final_layer_norm.weight"],
+        "decoder.stack.norm.weight": hf["decoder.final_layer_norm.weight"],
+        "encoder.bias.embedding.weight": hf["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"],
+        "decoder.bias.embedding.weight": hf["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"],
     }
 
     def attention(src: str, dst: str) -> dict[str, Tensor]:
@@ -88,7 +88,7 @@ def t5_state_dict(hf: dict[str, Tensor], n_encoder: int, n_decoder: int, gated: 
 
     for stack, n in (("encoder", n_encoder), ("decoder", n_decoder)):
         for i in range(n):
-            h, z = f"{stack}.block.{i}.layer", f"{stack}.blocks.{i}"
+            h, z = f"{stack}.block.{i}.layer", f"{stack}.stack.blocks.{i}"
             out |= attention(f"{h}.0.SelfAttention", f"{z}.attn")
             out[f"{z}.attn_norm.weight"] = hf[f"{h}.0.layer_norm.weight"]
             ff = 1

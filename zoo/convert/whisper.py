@@ -71,23 +71,23 @@ def whisper_state_dict(hf: dict[str, Tensor], n_encoder_layers: int, n_decoder_l
     the checkpoint as weights and is copied as is (not recomputed)."""
     sd = {k.removeprefix("model."): v for k, v in hf.items()}
     out = {
-        "encoder_embedder.conv1.weight": sd["encoder.conv1.weight"],
-        "encoder_embedder.conv1.bias": sd["encoder.conv1.bias"],
-        "encoder_embedder.conv2.weight": sd["encoder.conv2.weight"],
-        "encoder_embedder.conv2.bias": sd["encoder.conv2.bias"],
-        "encoder_embedder.positions.weight": sd["encoder.embed_positions.weight"],
-        "encoder.norm.weight": sd["encoder.layer_norm.weight"],
-        "encoder.norm.bias": sd["encoder.layer_norm.bias"],
-        "decoder_embedder.tokens.weight": sd["decoder.embed_tokens.weight"],
-        "decoder_embedder.positions.weight": sd["decoder.embed_positions.weight"],
-        "decoder.norm.weight": sd["decoder.layer_norm.weight"],
-        "decoder.norm.bias": sd["decoder.layer_norm.bias"],
+        "encoder.embedder.conv1.weight": sd["encoder.conv1.weight"],
+        "encoder.embedder.conv1.bias": sd["encoder.conv1.bias"],
+        "encoder.embedder.conv2.weight": sd["encoder.conv2.weight"],
+        "encoder.embedder.conv2.bias": sd["encoder.conv2.bias"],
+        "encoder.embedder.positions.weight": sd["encoder.embed_positions.weight"],
+        "encoder.stack.norm.weight": sd["encoder.layer_norm.weight"],
+        "encoder.stack.norm.bias": sd["encoder.layer_norm.bias"],
+        "decoder.embedder.tokens.weight": sd["decoder.embed_tokens.weight"],
+        "decoder.embedder.positions.weight": sd["decoder.embed_positions.weight"],
+        "decoder.stack.norm.weight": sd["decoder.layer_norm.weight"],
+        "decoder.stack.norm.bias": sd["decoder.layer_norm.bias"],
     }
     for i in range(n_encoder_layers):
-        out |= _layer(sd, f"encoder.layers.{i}.", f"encoder.blocks.{i}.", cross=False)
+        out |= _layer(sd, f"encoder.layers.{i}.", f"encoder.stack.blocks.{i}.", cross=False)
     for i in range(n_decoder_layers):
-        out |= _layer(sd, f"decoder.layers.{i}.", f"decoder.blocks.{i}.", cross=True)
-    out["head.proj.weight"] = out["decoder_embedder.tokens.weight"]  # tied (proj_out is the same matrix)
+        out |= _layer(sd, f"decoder.layers.{i}.", f"decoder.stack.blocks.{i}.", cross=True)
+    out["head.proj.weight"] = out["decoder.embedder.tokens.weight"]  # tied (proj_out is the same matrix)
     return out
 
 

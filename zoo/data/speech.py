@@ -143,8 +143,7 @@ def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id:
     frames = torch.tensor([f.shape[-1] for f in features])
     width = int(frames.max())
     source = torch.stack([nn.functional.pad(f, (0, width - f.shape[-1]), value=float(f.min())) for f in features])
-    positions = AudioEmbedder.positions_for(frames)
-    source_padding = torch.arange(int(positions.max()))[None, :] < positions[:, None]
+    source_padding = AudioEmbedder.output_padding(torch.arange(width)[None, :] < frames[:, None])
     bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
     target_in = pad_sequence([torch.cat([bos, t]) for t in ids], batch_first=True, padding_value=pad_id)
     target_out = pad_sequence([torch.cat([t, eos]) for t in ids], batch_first=True, padding_value=IGNORE)

@@ -1,98 +1,45 @@
-"""The backbone: embedder -> stack of Blocks (under a mask) -> head.
+"""The backbone: one tower (embedder -> stack of Blocks under a mask -> final norm) and a head.
 
-:class:`Model` is every single-stack family (GPT, BERT, ViT, Llama); an
-encoder-decoder joins two stacks. Which family it is comes from the pieces it
-is given, never from a branch in here.
+:class:`Model` is every single-tower family (GPT, BERT, ViT, Llama, LLaVA's language model);
+an encoder-decoder joins two towers. Which family it is comes from the pieces it is given,
+never from a branch in here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
-import torch
 from torch import Tensor, nn
 
-from zoo.train.flops import attention_flops, linear_flops, training_flops
-from zoo.nn.block import Block, BlockConfig
+from zoo.train.flops import linear_flops, tower_flops, training_flops
+from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
-from zoo.nn.context import AttentionContext
-from zoo.nn.masks import Mask, NoMask, per_layer
-from zoo.nn.norms import make_norm
+from zoo.nn.masks import Mask
 from zoo.nn.positions import RotaryEmbedding
+from zoo.nn.tower import Tower, drop_unread_layers, towers_of
 
 
-class Stack(nn.Module):
-    """``n_layers`` Blocks, then (pre-LN stacks) a final norm.
-
-    Args:
-        block: the Block's shape and knobs, shared by all layers.
-        n_layers: number of Blocks.
-        mask: who may see whom (``zoo.nn.masks``): one mask for every layer, or a
-            :class:`~zoo.nn.masks.PerLayer` pattern repeated over the layers.
-        cross_attention: Blocks with cross-attention (decoders of encoder-decoders).
-        final_norm: a norm after the last Block.
-    """
-
-    def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
-                 final_norm: bool = True):
-        super().__init__()
-        self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
-        self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
-        self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
-
-    def contexts(
-        self,
-        length: int,
-        device: torch.device,
-        start: int = 0,
-        key_padding: Tensor | None = None,
-        prefix_len: Tensor | None = None,
-        rotary: RotaryEmbedding | None = None,
-        bias: nn.Module | None = None,
-        cross: AttentionContext | None = None,
-    ) -> list[AttentionContext]:
-        """The attention context of each layer, for ``length`` new positions after ``start``
-        already decoded ones: built once per distinct mask (layers sharing a mask share the
-        object), from the mask, the position modules and the cross context.
-
-        key_padding (B, start + length): True at real positions. prefix_len (B,): prefix-LM
-        masks. rotary: a rotary table module; bias: a module ``(q_len, k_len, start) ->
-        (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias).
-        Both are computed once here and shared by every context.
-        """
-        k_len = start + length
-        rope = None if rotary is None else rotary(length, start)
-        table = None if bias is None else bias(length, k_len, start)
-        built: dict = {}
-        for mask in self.layer_masks:
-            if mask not in built:
-                built[mask] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len, table,
-                                                     rope, cross)
-        return [built[mask] for mask in self.layer_masks]
-
-    def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
-        """(B, L, D) -> (B, L, D); ``contexts``: one per layer, from :meth:`contexts`."""
-        for i, (block, context) in enumerate(zip(self.blocks, contexts, strict=True)):
-            x = block(x, context, None if cache is None else cache.layers[i])
-        return x if self.norm is None else self.norm(x)
-
-
-def init_weights(module: nn.Module, std: float, n_layers: int) -> None:
+def init_weights(parts: Iterable[nn.Module], std: float, n_layers: int) -> None:
     """GPT-2's initialisation: N(0, std) weights, zero biases, and the projections
     that write into the residual stream scaled down by sqrt(2 * n_layers) so the
-    residual's variance does not grow with depth."""
-    for name, m in module.named_modules():
-        if isinstance(m, nn.Linear):
-            residual = name.endswith(("attn.out", "ffn.fc_out"))
-            nn.init.normal_(m.weight, std=std / math.sqrt(2 * n_layers) if residual else std)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=std)
+    residual's variance does not grow with depth.
+
+    ``parts`` are drawn in the order given (the random stream, hence every initial weight,
+    depends on it: the containers keep the order their modules had before towers)."""
+    for part in parts:
+        for name, m in part.named_modules():
+            if isinstance(m, nn.Linear):
+                residual = name.endswith(("attn.out", "ffn.fc_out"))
+                nn.init.normal_(m.weight, std=std / math.sqrt(2 * n_layers) if residual else std)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, std=std)
 
 
-class Model(nn.Module):
-    """One stack of Blocks between an embedder and a head.
+class Model(Tower):
+    """One tower of Blocks between an embedder and a head.
 
     Args:
         embedder: input -> (B, L, D), e.g. ``TokenEmbedder``.
@@ -108,6 +55,9 @@ class Model(nn.Module):
             shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
         context: the longest sequence the model accepts.
         init_std: std of the normal initialisation.
+
+    The tower is named ``decoder`` when every layer's mask is causal, ``encoder`` otherwise
+    (``towers``: with LLaVA's vision tower, from the embedder, beside it).
     """
 
     def __init__(
@@ -125,18 +75,23 @@ class Model(nn.Module):
         bias: nn.Module | None = None,
         init_std: float = 0.02,
     ):
-        super().__init__()
-        self.embedder, self.mask, self.head = embedder, mask, head
-        self.stack = Stack(block, n_layers, mask, final_norm=final_norm)
-        self.rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
-        self.bias = bias
+        rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
+        super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias)
+        self.name = "decoder" if all(getattr(m, "causal", False) for m in self.layer_masks) else "encoder"
+        self.mask, self.head = mask, head
         self.context, self.n_layers = context, n_layers
-        for layer_mask in self.stack.layer_masks:
+        for layer_mask in self.layer_masks:
             if isinstance(layer_mask, Mask):
                 layer_mask.check_context(context)
-        init_weights(self, init_std, n_layers)
+        init_weights([embedder, head, self.stack] + ([] if bias is None else [bias]), init_std, n_layers)
         if tie_embeddings:
             head.tie(embedder.tokens)
+        drop_unread_layers(self)
+
+    @property
+    def towers(self) -> dict[str, Tower]:
+        """This tower and any inside its embedder (LLaVA's ``vision``), by name."""
+        return towers_of(self)
 
     def forward(
         self,
@@ -155,15 +110,12 @@ class Model(nn.Module):
         (N, ...) for the N kept positions. A masked LM scores ~15% of the positions, so
         this skips most of the (large) vocabulary projection.
         """
-        start = 0 if cache is None else cache.length
-        x = self.embedder(inputs, start=start, **embed_kwargs)
-        contexts = self.stack.contexts(x.shape[1], x.device, start, key_padding, prefix_len, self.rope, self.bias)
-        x = self.stack(x, contexts, cache)
+        x = self.hidden(inputs, key_padding, prefix_len, cache=cache, **embed_kwargs)
         return self.head(x if keep is None else x[keep])
 
     def new_cache(self) -> KVCache:
         """An empty cache; layers whose mask sees only the latest keys get a rolling buffer."""
-        return KVCache(self.n_layers, [getattr(m, "cache_keep", None) for m in self.stack.layer_masks])
+        return KVCache(self.n_layers, [getattr(m, "cache_keep", None) for m in self.layer_masks])
 
     def num_params(self, embedding: bool = True) -> int:
         """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""
@@ -172,11 +124,9 @@ class Model(nn.Module):
 
     def batch_flops(self, inputs: Tensor) -> int:
         """Training FLOPs of one step on ``inputs`` (what ``forward`` takes)."""
-        length = self.embedder.output_length(inputs) if hasattr(self.embedder, "output_length") else inputs.shape[1]
-        return self.training_flops(inputs.shape[0], length)
+        return self.training_flops(inputs.shape[0], self.output_length(inputs))
 
     def training_flops(self, batch: int, length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
-        ``length`` positions (see zoo.train.flops)."""
-        per_token = linear_flops(self.stack) + linear_flops(self.head)
-        return training_flops(batch * (length * per_token + attention_flops(self.stack, length, length)))
+        ``length`` positions (see zoo.train.flops); an inner tower (LLaVA's vision) is not counted."""
+        return training_flops(batch * (tower_flops(self, length) + length * linear_flops(self.head)))

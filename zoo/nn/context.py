@@ -3,7 +3,7 @@
 Who may see whom (the mask, or SDPA's causal flag), the additive bias (T5's relative
 position bias), the rotary table and, for cross-attention, the memory it reads and
 that memory's padding: one object, built once per forward by the stack that owns the
-layers (one per distinct mask, not per layer; see ``zoo.models.model.Stack``) and already
+layers (one per distinct mask, not per layer; see ``zoo.nn.stack.Stack``) and already
 folded the way ``torch.nn.functional.scaled_dot_product_attention`` takes it. The
 attention layer only reads it.
 """

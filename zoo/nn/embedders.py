@@ -58,6 +58,10 @@ class TokenEmbedder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
 
+    def output_length(self, tokens: Tensor) -> int:
+        """Vectors for ``tokens`` (B, L): one per token."""
+        return tokens.shape[-1]
+
     def forward(self, tokens: Tensor, start: int = 0, segments: Tensor | None = None,
                 inserted: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """tokens (B, L) int -> (B, L, D).
@@ -136,11 +140,13 @@ class AudioEmbedder(nn.Module):
     the table as weights, which the converter copies into this buffer exactly.
     """
 
+    stride = 2  # the second conv's: log-mel frames per output vector
+
     def __init__(self, n_mels: int, d_model: int, max_len: int, positions: str = "sinusoidal_concat",
                  dropout: float = 0.0):
         super().__init__()
         self.conv1 = nn.Conv1d(n_mels, d_model, kernel_size=3, padding=1)
-        self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=2, padding=1)
+        self.conv2 = nn.Conv1d(d_model, d_model, kernel_size=3, stride=self.stride, padding=1)
         # He initialisation puts the audio's signal at about the scale of the positions
         # (output std 0.45 vs 0.61 on an FSDD log-mel at width 128); PyTorch's default
         # gives 0.07, so a fresh encoder would see mostly positions.
@@ -151,10 +157,22 @@ class AudioEmbedder(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.n_mels, self.max_len = n_mels, max_len
 
-    @staticmethod
-    def positions_for(n_frames: Tensor | int) -> Tensor | int:
+    @classmethod
+    def positions_for(cls, n_frames: Tensor | int) -> Tensor | int:
         """Vectors the embedder makes from ``n_frames`` log-mel frames (the stride-2 conv)."""
-        return (n_frames - 1) // 2 + 1
+        return (n_frames - 1) // cls.stride + 1
+
+    @classmethod
+    def output_padding(cls, frame_padding: Tensor) -> Tensor:
+        """The padding of the output for the padding of the input: frame_padding (B, T) True at
+        real frames (right-padded) -> (B, positions_for(T)) True at vectors made from real frames."""
+        real = cls.positions_for(frame_padding.sum(-1))
+        return torch.arange(cls.positions_for(frame_padding.shape[-1]), device=frame_padding.device) < real[:, None]
+
+    @property
+    def max_frames(self) -> int:
+        """The most log-mel frames the output's ``max_len`` positions hold."""
+        return self.max_len * self.stride
 
     def output_length(self, features: Tensor) -> int:
         """Sequence length of the output for ``features`` (B, n_mels, T)."""

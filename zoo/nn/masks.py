@@ -56,6 +56,7 @@ class Mask:
         return hash((type(self), tuple(sorted(vars(self).items()))))
 
     cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
+    causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
 
     def check_context(self, context: int) -> None:
         """Refuse settings that make no sense for a model of ``context`` positions (a start-up error)."""
@@ -86,6 +87,8 @@ PaddingMask = NoMask  # the bidirectional mask: it only ever hides padding
 class CausalMask(Mask):
     """Each position sees itself and the past (GPT, decoders)."""
 
+    causal = True
+
     def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
         return key <= query
 
@@ -102,6 +105,8 @@ class CausalMask(Mask):
 
 class PrefixLMMask(Mask):
     """Bidirectional over a prefix (image + prompt), causal over the rest."""
+
+    causal = True  # the positions after the prefix, which it generates
 
     def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
                  prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:

@@ -101,6 +101,10 @@ class MultimodalEmbedder(nn.Module):
     def n_image_tokens(self) -> int:
         return self.vision.n_tokens
 
+    def output_length(self, tokens: Tensor) -> int:
+        """Vectors for ``tokens`` (B, L), image placeholders already expanded: one per token."""
+        return self.text.output_length(tokens)
+
     def image_features(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> projected features (B, n_image_tokens, D)."""
         return self.projector(self.vision(images))

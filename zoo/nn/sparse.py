@@ -56,6 +56,8 @@ class StridedMask(Mask):
     """The strided pattern: the last ``stride`` positions (and itself) plus every ``stride``-th
     one before them; causal."""
 
+    causal = True
+
     def __init__(self, stride: int) -> None:
         _check_int("StridedMask stride", stride, 2)  # stride 1: every key is "every l-th": causal
         self.stride = stride
@@ -80,6 +82,8 @@ class StridedMask(Mask):
 class FixedMask(Mask):
     """The fixed pattern: the query's own block of ``stride`` positions plus the last ``summary``
     positions of every block; causal."""
+
+    causal = True
 
     def __init__(self, stride: int, summary: int = 1) -> None:
         _check_int("FixedMask stride", stride, 2)

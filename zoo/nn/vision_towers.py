@@ -2,18 +2,21 @@
 
 LLaVA reads its vision encoder at an inner layer (by default the second-to-last,
 ``vision_feature_layer=-2``) and drops the CLS vector. :class:`VisionTower` does
-that for a zoo ViT stack (a :class:`~zoo.models.model.Model` of a PatchEmbedder and Blocks,
-the same network ``model=vit`` trains); :class:`TimmVisionTower` for a timm backbone.
+that for a zoo ViT tower (a :class:`~zoo.nn.tower.Tower` of a PatchEmbedder and Blocks: the
+``zoo.models.model.Model`` that ``model=vit`` trains); :class:`TimmVisionTower` for a timm backbone.
+The zoo tower keeps only the layers it reads: the ones after ``feature_layer`` (and the final
+norm) are dropped once the language model around it has drawn its initial weights, so no
+parameter goes without a gradient.
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.models.model import Model
+from zoo.nn.tower import Tower
 
 
-def _layer_index(feature_layer: int, n_layers: int) -> int:
+def layer_index(feature_layer: int, n_layers: int) -> int:
     """LLaVA's ``vision_feature_layer`` -> how many Blocks to run. The hidden states are
     [embeddings, block 1, ..., block n], so -1 = the last Block's output, 0 = the embeddings."""
     index = feature_layer if feature_layer >= 0 else n_layers + 1 + feature_layer
@@ -23,33 +26,30 @@ def _layer_index(feature_layer: int, n_layers: int) -> int:
 
 
 class VisionTower(nn.Module):
-    """A zoo ViT stack read at ``feature_layer``, CLS dropped unless ``keep_cls``.
+    """A zoo ViT tower read at ``feature_layer``, CLS dropped unless ``keep_cls``.
 
     Args:
-        model: the ViT (``embedder`` = PatchEmbedder, ``stack``, ``mask``); its head is unused.
+        model: the ViT tower (``embedder`` = PatchEmbedder); a Model's head is unused. It is
+            renamed ``vision`` and reads out at ``feature_layer``.
         image_size: the side of the square images it takes (must be the PatchEmbedder's).
-        feature_layer: LLaVA's ``vision_feature_layer`` (see :func:`_layer_index`).
+        feature_layer: LLaVA's ``vision_feature_layer`` (see :func:`layer_index`).
         keep_cls: keep the CLS vector (LLaVA's ``vision_feature_select_strategy="full"``).
     """
 
-    def __init__(self, model: Model, image_size: int, feature_layer: int = -2, keep_cls: bool = False):
+    def __init__(self, model: Tower, image_size: int, feature_layer: int = -2, keep_cls: bool = False):
         super().__init__()
         if model.embedder.image_size != image_size:
             raise ValueError(f"vision tower image_size={image_size} but its PatchEmbedder takes {model.embedder.image_size}")
         self.model, self.image_size = model, image_size
-        self.n_blocks = _layer_index(feature_layer, model.n_layers)
+        model.name = "vision"
+        model.read_at(layer_index(feature_layer, len(model.blocks)))
         self.n_dropped = 0 if keep_cls or model.embedder.cls is None else 1
         self.n_tokens = model.embedder.n_patches + int(model.embedder.cls is not None) - self.n_dropped
         self.d_out = model.embedder.patchify.out_channels
 
     def forward(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> features (B, n_tokens, d_out)."""
-        x = self.model.embedder(images)
-        stack = self.model.stack
-        contexts = stack.contexts(x.shape[1], x.device, rotary=self.model.rope, bias=self.model.bias)
-        for block, context in zip(stack.blocks[: self.n_blocks], contexts):  # an inner layer: no final norm
-            x = block(x, context)
-        return x[:, self.n_dropped :]
+        return self.model.hidden(images)[:, self.n_dropped :]
 
 
 class TimmVisionTower(nn.Module):

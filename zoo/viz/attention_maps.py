@@ -60,18 +60,19 @@ def kept_weights(net: nn.Module) -> Iterator[None]:
             m.keep_weights, m.last_weights = False, None
 
 
-def weights_of(blocks: nn.ModuleList, cross: bool = False) -> list[Tensor]:
-    """The kept self- (or cross-) attention weights of the blocks that ran, in order."""
-    modules = [block.cross_attn if cross else block.attn for block in blocks]
+def weights_of(tower: nn.Module, cross: bool = False) -> list[Tensor]:
+    """The kept self- (or cross-) attention weights of a tower's blocks that ran, in order."""
+    modules = [block.cross_attn if cross else block.attn for block in tower.blocks]
     return [m.last_weights for m in modules if m.last_weights is not None]
 
 
 @torch.no_grad()
 def self_attention_weights(net: nn.Module, inputs: Tensor, **kwargs) -> list[Tensor]:
-    """Run a single-stack ``net`` once on ``inputs``; each layer's self-attention weights (B, H, L, L)."""
+    """Run a single-tower ``net`` once on ``inputs``; each layer's self-attention weights (B, H, L, L)."""
+    (tower,) = net.towers.values()
     with kept_weights(net):
         net(inputs, **kwargs)
-        return weights_of(net.stack.blocks)
+        return weights_of(tower)
 
 
 def rollout(weights: list[Tensor]) -> Tensor:
@@ -118,9 +119,10 @@ def plot_layers(weights: list[Tensor], rows: list[str], cols: list[str], out_dir
 
 
 def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: Path, title: str,
-                   spectrogram: Tensor | None = None) -> Path:
+                   spectrogram: Tensor | None = None, step: float = 0.0) -> Path:
     """Each decoder layer's cross-attention, heads averaged: the token each position writes
-    down, source positions across; for speech the log-mel spectrogram sits above on the same time axis."""
+    down, source positions across; for speech the log-mel spectrogram sits above on the same time
+    axis (``step``: the seconds each encoder position covers)."""
     panels = len(cross) + (spectrogram is not None)
     fig, axes = plt.subplots(panels, 1, figsize=(max(6.0, 0.25 * len(cols) if len(cols) <= 40 else 8.0),
                                                  1.2 + 0.25 * max(len(rows), 6) * panels), squeeze=False)
@@ -133,8 +135,8 @@ def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: 
         ax.set_title(title, fontsize=9)
     for layer, (ax, w) in enumerate(zip(axes, cross)):
         extent = None
-        if spectrogram is not None:  # encoder positions -> seconds (each covers two 10 ms frames)
-            extent = (0, w.shape[-1] * 2 * HOP_LENGTH / SAMPLE_RATE, len(rows) - 0.5, -0.5)
+        if spectrogram is not None:  # encoder positions -> seconds
+            extent = (0, w.shape[-1] * step, len(rows) - 0.5, -0.5)
         ax.imshow(w[0].float().mean(0).numpy(), cmap="viridis", vmin=0, aspect="auto", extent=extent)
         ax.set_ylabel(f"layer {layer}", fontsize=7)
         ax.set_yticks(range(len(rows)), rows, fontsize=6)
@@ -194,17 +196,20 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
     # what they write, keys by what they read.
     reads, writes = ["<s>"] + words, words + ["</s>"]
     print(f"output: {tokenizer.decode(output)}")
+    towers = net.towers
     with kept_weights(net):
         net(source, target)
-        encoder, decoder = weights_of(net.encoder.blocks), weights_of(net.decoder.blocks)
-        cross = weights_of(net.decoder.blocks, cross=True)
+        encoder, decoder = weights_of(towers["encoder"]), weights_of(towers["decoder"])
+        cross = weights_of(towers["decoder"], cross=True)
+    step = 0.0
     if spectrogram is not None:  # positions of an audio encoder are 20 ms steps, not worth a label each
-        source_labels = [f"{t * 2 * HOP_LENGTH / SAMPLE_RATE:.2f}s" for t in range(encoder[0].shape[-1])]
+        step = towers["encoder"].embedder.stride * HOP_LENGTH / SAMPLE_RATE
+        source_labels = [f"{t * step:.2f}s" for t in range(encoder[0].shape[-1])]
     return (plot_layers(encoder, source_labels, source_labels, out, "encoder", title)
             + plot_layers(decoder, writes, reads, out, "decoder", title)
             + plot_layers(cross, writes, source_labels, out, "cross", title)
             + [plot_alignment(cross, writes, source_labels, out / "alignment.png",
-                              f"{title}: {tokenizer.decode(output)!r}", spectrogram)])
+                              f"{title}: {tokenizer.decode(output)!r}", spectrogram, step)])
 
 
 def translation_maps(objective, text: str, out: Path, title: str) -> list[Path]:
@@ -216,7 +221,7 @@ def translation_maps(objective, text: str, out: Path, title: str) -> list[Path]:
 
 def speech_maps(objective, audio: str, out: Path, title: str) -> list[Path]:
     wave = load_audio(audio)
-    window = objective.net.encoder_embedder.max_len * 2 * HOP_LENGTH  # samples the encoder's positions hold
+    window = objective.net.towers["encoder"].embedder.max_frames * HOP_LENGTH  # samples the encoder holds
     if len(wave) > window:
         warnings.warn(f"{audio} is longer than the encoder's {window / SAMPLE_RATE:.1f} s: cropped")
     features = LogMel()(wave[:window])
@@ -254,7 +259,8 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
 
     answerer = Answerer(ckpt)
     net, tokenizer, tower = answerer.net, answerer.tokenizer, answerer.net.embedder.vision
-    if not hasattr(tower, "model"):
+    towers = net.towers
+    if "vision" not in towers:
         raise ValueError(f"{ckpt}'s vision tower is a timm backbone: rollout needs the zoo ViT tower")
     image = load_image(image_path)
     prompt, answer = answerer.answer_ids(image, question)
@@ -263,12 +269,12 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     tokens = torch.cat([prompt, torch.tensor([answer], dtype=torch.long).view(1, -1)], dim=1)
     with kept_weights(net):
         net(tokens, images=pixels, prefix_len=torch.tensor([prompt.shape[1]]))
-        lm, vision = weights_of(net.stack.blocks), weights_of(tower.model.stack.blocks)
+        lm, vision = weights_of(towers["decoder"]), weights_of(towers["vision"])
     labels = [f"<img{i - at}>" if at <= i < at + tower.n_tokens else repr(tokenizer.decode([t]))[1:-1]
               for i, t in enumerate(tokens[0].tolist())]
     on_image_tokens = rollout(lm)[0, prompt.shape[1] - 1, at : at + tower.n_tokens]
     on_patches = on_image_tokens @ rollout(vision)[0, tower.n_dropped :, :]  # (patches [+ CLS])
-    embedder = tower.model.embedder
+    embedder = towers["vision"].embedder
     grid = embedder.image_size // embedder.patch_size
     heat = on_patches[int(embedder.cls is not None) :].view(grid, grid)
     return plot_layers(lm, labels, labels, out, "self", title) + [

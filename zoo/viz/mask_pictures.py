@@ -28,19 +28,22 @@ def materialise(mask_fn, q_len: int, k_len: int) -> torch.Tensor:
     return full & causal_mask(q_len, k_len) if is_causal else full
 
 
-def stack_masks(stack, title: str = "{}") -> dict[str, torch.Tensor]:
-    """{panel title: mask} for each distinct mask of a stack's layers (a per-layer pattern has several);
+def tower_masks(tower, title: str = "{}") -> dict[str, torch.Tensor]:
+    """{panel title: mask} for each distinct mask of a tower's layers (a per-layer pattern has several);
     ``title`` formats the mask's class name."""
-    return {title.format(type(m).__name__): materialise(m, LENGTH, LENGTH) for m in dict.fromkeys(stack.layer_masks)}
+    return {title.format(type(m).__name__): materialise(m, LENGTH, LENGTH) for m in dict.fromkeys(tower.layer_masks)}
 
 
 def family_masks(net) -> dict[str, torch.Tensor]:
-    """{panel title: mask} for one network: its self-attention mask(s) and cross-attention."""
-    if hasattr(net, "encoder_mask"):
-        cross = (torch.arange(LENGTH) < REAL)[None].expand(LENGTH, LENGTH)
-        return {**stack_masks(net.encoder, "encoder ({})"), **stack_masks(net.decoder, "decoder ({})"),
-                "cross (decoder -> source)": cross}
-    return stack_masks(net.stack)
+    """{panel title: mask} for one network: each tower's self-attention mask(s) (titled by the
+    tower's name when there are several), and the cross-attention of a tower that has one."""
+    towers = net.towers
+    panels = {}
+    for name, tower in towers.items():
+        panels |= tower_masks(tower, "{}" if len(towers) == 1 else f"{name} ({{}})")
+        if tower.cross_attention:
+            panels[f"cross ({name} -> source)"] = (torch.arange(LENGTH) < REAL)[None].expand(LENGTH, LENGTH)
+    return panels
 
 
 def write_mask_pictures(out_dir: Path) -> list[Path]:

@@ -1,0 +1,112 @@
+"""A stack of Blocks under per-layer masks, and the attention contexts it hands them.
+
+The layers of a stack may differ in who sees whom (a :class:`~zoo.nn.masks.PerLayer`
+pattern); :meth:`Stack.contexts` builds one :class:`~zoo.nn.context.AttentionContext` per
+distinct mask, not per layer, from the mask and the position modules of the tower that owns
+the stack (``zoo.nn.tower``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from zoo.nn.block import Block, BlockConfig
+from zoo.nn.cache import KVCache
+from zoo.nn.context import AttentionContext
+from zoo.nn.masks import NoMask, per_layer
+from zoo.nn.norms import make_norm
+from zoo.nn.positions import RotaryEmbedding
+
+
+class Stack(nn.Module):
+    """``n_layers`` Blocks, then (pre-LN stacks) a final norm.
+
+    Args:
+        block: the Block's shape and knobs, shared by all layers.
+        n_layers: number of Blocks.
+        mask: who may see whom (``zoo.nn.masks``): one mask for every layer, or a
+            :class:`~zoo.nn.masks.PerLayer` pattern repeated over the layers.
+        cross_attention: Blocks with cross-attention (decoders of encoder-decoders).
+        final_norm: a norm after the last Block.
+    """
+
+    def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
+                 final_norm: bool = True):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
+        self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
+        self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
+        self.n_read: int | None = None  # set by read_at: the stack ends at an inner layer
+        self.register_load_state_dict_pre_hook(_skip_unread_weights)
+
+    def read_at(self, n_layers: int) -> None:
+        """End the stack after its first ``n_layers`` Blocks, without the final norm (the
+        hidden state LLaVA reads its vision tower at). The layers after it stop running now;
+        :meth:`drop_unread` removes them once the enclosing model has drawn its initial
+        weights (dropping them earlier would shift the random stream of every weight after)."""
+        if not 0 <= n_layers <= len(self.blocks):
+            raise ValueError(f"cannot read a stack of {len(self.blocks)} layers after layer {n_layers}")
+        self.n_read = n_layers
+        self.layer_masks = self.layer_masks[:n_layers]
+
+    def drop_unread(self) -> None:
+        """Remove the Blocks after :meth:`read_at`'s layer and the final norm: no parameter is left
+        without a gradient (plain DDP works), and a state dict's weights of them are skipped."""
+        if self.n_read is not None:
+            del self.blocks[self.n_read :]
+            self.norm = None
+
+    def unread(self, key: str) -> bool:
+        """Whether ``key`` (a state-dict name under this stack) names a weight of a layer this
+        stack does not read: a Block after :meth:`read_at`'s layer, or the final norm."""
+        if self.n_read is None:
+            return False
+        if key.startswith("norm."):
+            return True
+        return key.startswith("blocks.") and int(key.split(".")[1]) >= self.n_read
+
+    def contexts(
+        self,
+        length: int,
+        device: torch.device,
+        start: int = 0,
+        key_padding: Tensor | None = None,
+        prefix_len: Tensor | None = None,
+        rotary: RotaryEmbedding | None = None,
+        bias: nn.Module | None = None,
+        cross: AttentionContext | None = None,
+    ) -> list[AttentionContext]:
+        """The attention context of each layer, for ``length`` new positions after ``start``
+        already decoded ones: built once per distinct mask (layers sharing a mask share the
+        object), from the mask, the position modules and the cross context.
+
+        key_padding (B, start + length): True at real positions. prefix_len (B,): prefix-LM
+        masks. rotary: a rotary table module; bias: a module ``(q_len, k_len, start) ->
+        (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias).
+        Both are computed once here and shared by every context.
+        """
+        k_len = start + length
+        rope = None if rotary is None else rotary(length, start)
+        table = None if bias is None else bias(length, k_len, start)
+        built: dict = {}
+        for mask in self.layer_masks:
+            if mask not in built:
+                built[mask] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len, table,
+                                                     rope, cross)
+        return [built[mask] for mask in self.layer_masks]
+
+    def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
+        """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""
+        if len(contexts) != len(self.layer_masks):
+            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
+        for i, (block, context) in enumerate(zip(self.blocks, contexts)):  # (a stack read early stops at its layer)
+            x = block(x, context, None if cache is None else cache.layers[i])
+        return x if self.norm is None or self.n_read is not None else self.norm(x)
+
+
+def _skip_unread_weights(stack: Stack, state_dict: dict, prefix: str, *args) -> None:
+    """Load hook: drop a state dict's weights of the layers ``stack`` does not read (a LLaVA
+    checkpoint written when the vision tower still held its unused last layer)."""
+    for key in [k for k in state_dict if k.startswith(prefix) and stack.unread(k.removeprefix(prefix))]:
+        del state_dict[key]

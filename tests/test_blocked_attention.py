@@ -61,3 +61,39 @@ def test_a_window_reads_only_the_key_blocks_it_sees():
 def test_masks_that_cannot_say_their_cells_are_refused(mask):
     with pytest.raises(ValueError, match="needs a mask that says its cells"):
         plan(mask, 64, 64, CPU)
+
+
+def lm(mask, backend: str):
+    from zoo.models.model import Model
+    from zoo.nn.block import BlockConfig
+    from zoo.nn.embedders import TokenEmbedder
+    from zoo.nn.heads import LMHead
+
+    torch.manual_seed(0)
+    block = BlockConfig(d_model=16, n_heads=4, d_ff=32, n_kv_heads=2)
+    return Model(TokenEmbedder(30, 16, max_len=300, positions="none"), mask, block, 2, LMHead(16, 30), context=300,
+                 rotary=True, attention_backend=backend)
+
+
+@pytest.mark.parametrize("mask", [LocalMask(40), StridedMask(32)], ids=repr)
+def test_a_model_under_the_block_backend_trains_and_decodes_as_under_sdpa(mask):
+    tokens = torch.randint(0, 30, (2, 260))
+    dense, blocked = lm(mask, "sdpa"), lm(mask, "blocks")
+    out_dense, out_blocked = dense(tokens), blocked(tokens)
+    assert_matches(out_blocked, out_dense, what="logits, blocks vs sdpa")
+    out_dense.logsumexp(-1).mean().backward()
+    out_blocked.logsumexp(-1).mean().backward()
+    for (name, a), b in zip(dense.named_parameters(), blocked.parameters()):
+        assert_matches(b.grad, a.grad, what=f"gradient of {name}")
+    with torch.no_grad():  # decoding: the prompt through the blocks, each new token the dense way
+        cache = blocked.eval().new_cache()
+        steps = [blocked(tokens[:, :200], cache=cache)] + [blocked(tokens[:, t:t + 1], cache=cache)
+                                                             for t in range(200, 210)]
+        assert_matches(torch.cat(steps, 1), dense.eval()(tokens[:, :210]), what="cached decoding, blocks")
+
+
+def test_bad_backends_are_refused_at_construction():
+    with pytest.raises(ValueError, match=r"attention_backend='dense': expected one of \['sdpa', 'blocks', 'flex'\]"):
+        lm(CausalMask(), "dense")
+    with pytest.raises(ValueError, match=r"attention_backend=blocks: the mask PrefixLMMask\(\) does not say its cells"):
+        lm(PrefixLMMask(), "blocks")

@@ -55,6 +55,8 @@ class Model(Tower):
             shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
         context: the longest sequence the model accepts.
         init_std: std of the normal initialisation.
+        attention_backend: ``sdpa`` (dense mask), ``blocks`` or ``flex`` (skip the key blocks the
+            mask hides; see ``zoo.nn.stack.Stack``).
 
     The tower is named ``decoder`` when every layer's mask is causal, ``encoder`` otherwise
     (``towers``: with LLaVA's vision tower, from the embedder, beside it).
@@ -74,9 +76,11 @@ class Model(Tower):
         rotary_base: float = 10000.0,
         bias: nn.Module | None = None,
         init_std: float = 0.02,
+        attention_backend: str = "sdpa",
     ):
         rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
-        super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias)
+        super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias,
+                         attention_backend=attention_backend)
         self.name = "decoder" if all(getattr(m, "causal", False) for m in self.layer_masks) else "encoder"
         self.mask, self.head = mask, head
         self.context, self.n_layers = context, n_layers

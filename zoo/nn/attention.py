@@ -16,8 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.nn.blocked import blocked_attention
 from zoo.nn.cache import LayerCache
 from zoo.nn.context import AttentionContext
+from zoo.nn.flex import flex
 from zoo.nn.masks import causal_mask
 from zoo.nn.positions import apply_rotary
 
@@ -139,13 +141,18 @@ class MultiHeadAttention(nn.Module):
                     cache.cross = (k, v)
                 else:
                     k, v = cache.append(k, v)
-        mask = context.mask
-        if mask is not None and mask.shape[-1] > k.shape[2]:
-            mask = mask[..., -k.shape[2]:]  # a rolling cache kept only the latest keys: their columns
-        out, weights = attention(
-            q, k, v, mask=mask, is_causal=context.is_causal, scale=self.scale,
-            dropout=self.dropout if self.training else 0.0, return_weights=self.keep_weights,
-        )
+        dropout = self.dropout if self.training else 0.0
+        if context.blocks is not None and not self.keep_weights:
+            out, weights = blocked_attention(q, k, v, context.blocks, context.key_padding, lambda q_, k_, v_, m: attention(
+                q_, k_, v_, mask=m, scale=self.scale, dropout=dropout)[0]), None
+        elif context.flex_mask is not None and not self.keep_weights:
+            out, weights = flex(q, k, v, context.flex_mask, self.scale), None
+        else:
+            mask, is_causal = context.dense(q.shape[2], k.shape[2], q.device)
+            if mask is not None and mask.shape[-1] > k.shape[2]:
+                mask = mask[..., -k.shape[2]:]  # a rolling cache kept only the latest keys: their columns
+            out, weights = attention(q, k, v, mask=mask, is_causal=is_causal, scale=self.scale,
+                                     dropout=dropout, return_weights=self.keep_weights)
         self.last_weights = weights
         b, _, length, _ = out.shape
         return self.out(out.transpose(1, 2).reshape(b, length, self.n_heads * self.d_head))

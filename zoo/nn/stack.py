@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
+from zoo.nn.flex import available as flex_available
 from zoo.nn.masks import NoMask, per_layer
 from zoo.nn.norms import make_norm
 from zoo.nn.positions import RotaryEmbedding
@@ -29,14 +30,20 @@ class Stack(nn.Module):
             :class:`~zoo.nn.masks.PerLayer` pattern repeated over the layers.
         cross_attention: Blocks with cross-attention (decoders of encoder-decoders).
         final_norm: a norm after the last Block.
+        attention_backend: how self-attention runs: ``sdpa`` (SDPA under a dense mask),
+            ``blocks`` (``zoo.nn.blocked``: only the key blocks the mask lets each block of
+            queries see; CPU training) or ``flex`` (``zoo.nn.flex``: FlexAttention; GPU
+            training, inference). The last two need masks that say their cells.
     """
 
     def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
-                 final_norm: bool = True):
+                 final_norm: bool = True, attention_backend: str = "sdpa"):
         super().__init__()
         self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
         self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
         self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
+        check_backend(attention_backend, self.layer_masks)
+        self.attention_backend = attention_backend
         self.n_read: int | None = None  # set by read_at: the stack ends at an inner layer
         self.register_load_state_dict_pre_hook(_skip_unread_weights)
 
@@ -93,7 +100,7 @@ class Stack(nn.Module):
         for mask in self.layer_masks:
             if mask not in built:
                 built[mask] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len, table,
-                                                     rope, cross)
+                                                     rope, cross, self.attention_backend)
         return [built[mask] for mask in self.layer_masks]
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
@@ -103,6 +110,24 @@ class Stack(nn.Module):
         for i, (block, context) in enumerate(zip(self.blocks, contexts)):  # (a stack read early stops at its layer)
             x = block(x, context, None if cache is None else cache.layers[i])
         return x if self.norm is None or self.n_read is not None else self.norm(x)
+
+
+BACKENDS = ("sdpa", "blocks", "flex")
+
+
+def check_backend(backend: str, masks: list) -> None:
+    """Refuse, at construction, a backend that is unknown, absent from this torch, or that a
+    layer's mask cannot run under (naming the value and the mask)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"attention_backend={backend!r}: expected one of {list(BACKENDS)}")
+    if backend == "flex" and not flex_available():
+        raise ValueError(f"attention_backend=flex needs FlexAttention (torch.nn.attention.flex_attention), which "
+                         f"torch {torch.__version__} does not have: use attention_backend=blocks or sdpa")
+    if backend != "sdpa":
+        for mask in masks:
+            if not hasattr(mask, "cells"):
+                raise ValueError(f"attention_backend={backend}: the mask {mask!r} does not say its cells (it depends "
+                                 f"on the batch or weighs keys): use attention_backend=sdpa")
 
 
 def _skip_unread_weights(stack: Stack, state_dict: dict, prefix: str, *args) -> None:

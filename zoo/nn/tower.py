@@ -35,14 +35,18 @@ class Tower(nn.Module):
         rope: a rotary table (``zoo.nn.positions.RotaryEmbedding``), applied inside attention.
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``
             (T5's relative position bias), computed once per forward for every layer.
+        attention_backend: ``sdpa``, ``blocks`` or ``flex`` (see :class:`~zoo.nn.stack.Stack`).
     """
 
     def __init__(self, embedder: nn.Module, block: BlockConfig, n_layers: int, mask=None, name: str = "tower",
                  cross_attention: bool = False, final_norm: bool = True, rope: nn.Module | None = None,
-                 bias: nn.Module | None = None):
+                 bias: nn.Module | None = None, attention_backend: str = "sdpa"):
         super().__init__()
+        if bias is not None and attention_backend != "sdpa":
+            raise ValueError(f"attention_backend={attention_backend}: an additive attention bias (T5's relative "
+                             f"positions) runs only under attention_backend=sdpa")
         self.embedder = embedder
-        self.stack = Stack(block, n_layers, mask, cross_attention, final_norm)
+        self.stack = Stack(block, n_layers, mask, cross_attention, final_norm, attention_backend)
         self.rope, self.bias, self.name, self.cross_attention = rope, bias, name, cross_attention
 
     @property

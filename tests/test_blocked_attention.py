@@ -9,7 +9,7 @@ import torch
 
 from exactness import assert_matches
 from zoo.nn.attention import attention
-from zoo.nn.blocked import blocked_attention, plan
+from zoo.nn.blocked import Band, blocked_attention, plan
 from zoo.nn.masks import CausalMask, GridWindowMask, LocalMask, NoMask, PrefixLMMask
 from zoo.nn.sparse import BigBirdMask, FixedMask, StridedMask
 
@@ -24,7 +24,7 @@ def attend(q, k, v, mask):
 
 @pytest.mark.parametrize("mask", MASKS, ids=repr)
 @pytest.mark.parametrize("padded", [False, True])
-def test_blocked_equals_dense_forward_and_backward(mask, padded):
+def test_blocked_equals_dense_forward_and_backward(mask, padded):  # LocalMask: the band path
     torch.manual_seed(0)
     length = 100
     q = torch.randn(2, 4, length, 8, requires_grad=True)
@@ -46,10 +46,13 @@ def test_blocked_equals_dense_forward_and_backward(mask, padded):
 
 
 def test_a_window_reads_only_the_key_blocks_it_sees():
-    blocks = plan(LocalMask(16), 256, 256, CPU, size=32)
+    band = plan(LocalMask(16), 256, 256, CPU, size=32)  # a band: every block reads its own and the one before
+    assert isinstance(band, Band) and (band.before, band.after) == (1, 0) and band.cells.shape == (8, 32, 64)
+    wide = plan(LocalMask(16, causal=False), 256, 256, CPU, size=8)
+    assert (wide.before, wide.after) == (1, 1)
+    blocks = plan(LocalMask(16), 64, 256, CPU, size=32)  # the last 64 queries over a cache of 256 keys
     assert all(isinstance(b.keys, slice) for b in blocks)
-    widths = [b.keys.stop - b.keys.start for b in blocks]
-    assert max(widths) <= 64 and widths[0] == 32  # the block itself and the one before it
+    assert [(b.keys.start, b.keys.stop) for b in blocks] == [(177, 224), (209, 256)]  # from the first key seen
     strided = plan(StridedMask(64), 256, 256, CPU, size=32)
     # rows 224..255 see the window 160..255 and every 64th key back: 160..191, 96..127, 32..63,
     # so key blocks 1, 3, 5, 6, 7 of 32 (gathered: not contiguous)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -33,11 +34,33 @@ class QueryBlock:
     cells: Tensor | None
 
 
-def plan(mask, q_len: int, k_len: int, device: torch.device, size: int = 128) -> list[QueryBlock]:
-    """The blocks of ``q_len`` queries (the last of ``k_len`` positions) under ``mask``."""
+@dataclass(frozen=True, eq=False)
+class Band:
+    """A band of blocks: every block of ``size`` queries reads the ``before`` key blocks before its
+    own, its own and ``after`` more (a sliding window), so that all blocks run in one SDPA call.
+    ``cells`` (nb, size, n_keys) bool says who sees whom in each block's keys."""
+
+    size: int
+    before: int
+    after: int
+    cells: Tensor
+
+
+def plan(mask, q_len: int, k_len: int, device: torch.device, size: int = 128) -> list[QueryBlock] | Band:
+    """The blocks of ``q_len`` queries (the last of ``k_len`` positions) under ``mask``: a
+    :class:`Band` when the mask is one (``mask.band``) and there is no cache, else a list of
+    :class:`QueryBlock`."""
     if not hasattr(mask, "cells"):
         raise ValueError(f"the block attention backend needs a mask that says its cells; {mask!r} does not "
                          f"(use attention_backend=sdpa)")
+    if hasattr(mask, "band") and q_len == k_len:
+        before, after = mask.band(size)
+        n_blocks = -(-q_len // size)
+        query = torch.arange(n_blocks * size, device=device).view(n_blocks, size, 1)
+        key = ((torch.arange(n_blocks, device=device) - before) * size)[:, None, None] + torch.arange(
+            (before + 1 + after) * size, device=device)
+        inside = (key >= 0) & (key < k_len)
+        return Band(size, before, after, mask.cells(query, key, k_len) & inside)
     start, blocks = k_len - q_len, []
     for lo in range(0, q_len, size):
         hi = min(lo + size, q_len)
@@ -58,11 +81,33 @@ def plan(mask, q_len: int, k_len: int, device: torch.device, size: int = 128) ->
     return blocks
 
 
-def blocked_attention(q: Tensor, k: Tensor, v: Tensor, blocks: list[QueryBlock], key_padding: Tensor | None,
-                      attend) -> Tensor:
+def banded_attention(q: Tensor, k: Tensor, v: Tensor, band: Band, key_padding: Tensor | None, attend) -> Tensor:
+    """:func:`blocked_attention` for a :class:`Band`: the blocks of queries become a batch
+    dimension and each reads its band of key blocks (a strided view of the padded keys)."""
+    length, size = q.shape[2], band.size
+    n_blocks = band.cells.shape[0]
+    span = (band.before + 1 + band.after) * size
+
+    def padded(x: Tensor) -> Tensor:  # (B, H, L, D) -> (B, H, n_blocks, span, D): each block's keys
+        x = F.pad(x, (0, 0, band.before * size, (n_blocks + band.after) * size - length))
+        return x.unfold(2, span, size).transpose(-1, -2)
+
+    q_blocks = F.pad(q, (0, 0, 0, n_blocks * size - length)).unflatten(2, (n_blocks, size))
+    mask = band.cells
+    if key_padding is not None:
+        real = F.pad(key_padding, (band.before * size, (n_blocks + band.after) * size - length))
+        mask = mask & real.unfold(1, span, size)[:, None, :, None, :]  # (B, 1, n_blocks, 1, span)
+    out = attend(q_blocks, padded(k), padded(v), mask)
+    return out.flatten(2, 3)[:, :, :length]
+
+
+def blocked_attention(q: Tensor, k: Tensor, v: Tensor, blocks: list[QueryBlock] | Band,
+                      key_padding: Tensor | None, attend) -> Tensor:
     """q (B, H, Lq, Dh), k/v (B, Hkv, Lk, Dh) -> (B, H, Lq, Dh), block by block. ``attend`` is
     the layer's own attention function ``(q, k, v, mask) -> out`` (grouped-query heads, scale,
     dropout); key_padding (B, Lk) True at real keys."""
+    if isinstance(blocks, Band):
+        return banded_attention(q, k, v, blocks, key_padding, attend)
     outs = []
     for block in blocks:
         mask = block.cells

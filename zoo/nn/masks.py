@@ -56,6 +56,7 @@ class Mask:
         return hash((type(self), tuple(sorted(vars(self).items()))))
 
     cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
+    block_size: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
     causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
 
     def check_context(self, context: int) -> None:
@@ -158,6 +159,16 @@ class LocalMask(Mask):
     def cache_keep(self) -> int | None:
         """How many of the latest keys a later query can still see (None: all of them)."""
         return self.window - 1 if self.causal else None
+
+    @property
+    def block_size(self) -> int:
+        """Blocks as wide as the window (16 to 128): a block of queries then reads two key blocks."""
+        return min(128, max(16, self.window))
+
+    def band(self, size: int) -> tuple[int, int]:
+        """The key blocks of ``size`` before and after its own that a block of queries may see."""
+        reach = self.window - 1 if self.causal else self.window // 2
+        return -(-reach // size), 0 if self.causal else -(-reach // size)
 
     def check_context(self, context: int) -> None:
         if self.window > context:

@@ -21,6 +21,7 @@ from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
 from zoo.train.checkpoint import check_resumable, load, net_state, tokenizer_of
 from zoo.convert.common import compose_config
 from zoo.cli.describe import DIMS, model_names
+from zoo.train.run import objective
 from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
 
 OPEN = {"_target_": "builtins.open", "file": "pwned", "mode": "w"}
@@ -42,7 +43,7 @@ def objective_of(model: str, *overrides: str):
     with open_dict(cfg):  # (and what an image dataset tells a classifier)
         cfg.dims = {**DIMS, "class_names": [str(i) for i in range(DIMS["num_classes"])], "pixel_mean": [0.5] * 3,
                     "pixel_std": [0.5] * 3}
-    return hydra.utils.instantiate(cfg.model, tokenizer=None)
+    return objective(cfg)
 
 
 def save_objective(objective, path: Path) -> Path:

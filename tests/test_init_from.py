@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import hydra
 from hydra.errors import InstantiationException
 import pytest
 import torch
@@ -24,7 +23,7 @@ from zoo.train.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS
-from zoo.train.run import train
+from zoo.train.run import objective, train
 
 SHAKESPEARE = "the king is dead long live the king and all his men shall sing of the king "
 T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary
@@ -60,7 +59,7 @@ def objective_from(model: str, path, dims: dict, *overrides: str):
     with open_dict(cfg):
         cfg.dims = dims
     try:
-        return hydra.utils.instantiate(cfg.model, tokenizer=None)
+        return objective(cfg)
     except InstantiationException as err:  # the converter's own error, which Hydra's message quotes
         raise err.__cause__ from None
 

@@ -159,16 +159,16 @@ def test_noise_spans_have_the_configured_statistics():
 
 def test_t5_trains_on_text_blocks_through_span_corruption():
     """model=t5 on plain text (e.g. data=wikitext: {"tokens", "padding"} batches)."""
-    import hydra
     from omegaconf import open_dict
 
     from zoo.convert.common import compose_config
+    from zoo.train.run import objective
 
     cfg = compose_config(["model=t5", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
                           "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.block.d_ff=64"])
     with open_dict(cfg):
         cfg.dims = {"vocab_size": 300, "pad_id": 0}
-    model = hydra.utils.instantiate(cfg.model, tokenizer=None)
+    model = objective(cfg)
     assert model.net.head.proj.out_features == 300 + 102
     tokens = torch.randint(1, 300, (4, 48))
     padding = torch.ones(4, 48, dtype=torch.bool)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
+from typing import Iterable
 
 import hydra
 import lightning as L
@@ -23,10 +25,32 @@ def _choice(group: str, default: str) -> str:
     return default
 
 
+def check_reads(cfg: DictConfig, reader: str, key: str, given: Iterable[str], giver: str) -> None:
+    """Refuse a pair where the ``reader`` group's config reads ``${key.NAME}`` for a NAME that the
+    ``giver`` group does not give: the model reads the data's facts as ``${dims.*}``, the data
+    reads the model's as ``${inputs.*}``; the error names both sides and the missing keys."""
+    missing = sorted(set(re.findall(rf"\$\{{{key}\.(\w+)", OmegaConf.to_yaml(cfg[reader]))) - set(given))
+    if missing:
+        raise ValueError(
+            f"{reader}={_choice(reader, '?')} needs {missing} from the {giver}, but "
+            f"{giver}={_choice(giver, '?')} provides only {sorted(given)}: pick a matching pair"
+        )
+
+
+def objective(cfg: DictConfig, tokenizer: dict | None = None) -> L.LightningModule:
+    """The objective of ``cfg.model``, built as train.py does (``cfg.dims`` filled). ``model.inputs``
+    is what the model tells the data (read through ``cfg.inputs``), not an argument of it."""
+    arguments = copy.deepcopy(cfg)  # the whole config: the model's keys read ${optim}, ${dims.*}, ${seed}
+    with open_dict(arguments):
+        arguments.model.pop("inputs", None)
+    return hydra.utils.instantiate(arguments.model, tokenizer=tokenizer)
+
+
 def build(cfg: DictConfig):
     """Instantiate (datamodule, model) from a composed config, filling ``cfg.dims`` from the data."""
-    datamodule = hydra.utils.instantiate(cfg.data)
-    expects, provides = cfg.model.input_kind, datamodule.provides
+    # Read from the data class, before its config is resolved: a pair that cannot work is named as
+    # such, not as an input the model lacks.
+    expects, provides = cfg.model.input_kind, hydra.utils.get_class(cfg.data._target_).provides
     # A model may accept several kinds (a list), e.g. T5: plain text (span corruption) or text pairs.
     accepted = [expects] if isinstance(expects, str) else list(expects)
     if provides not in accepted:
@@ -34,20 +58,17 @@ def build(cfg: DictConfig):
             f"model={_choice('model', '?')} expects {expects} input, but data={_choice('data', '?')} "
             f"provides {provides}: pick a matching pair"
         )
+    # The data config reads what it needs from the model as ${inputs.NAME} (cfg.inputs is model.inputs).
+    check_reads(cfg, "data", "inputs", cfg.model.get("inputs") or {}, "model")
+    datamodule = hydra.utils.instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
     # The model config reads facts about the data as ${dims.NAME}: all of them must be there.
-    needed = set(re.findall(r"\$\{dims\.(\w+)", OmegaConf.to_yaml(cfg.model)))
-    if needed - datamodule.dims.keys():
-        raise ValueError(
-            f"model={_choice('model', '?')} needs {sorted(needed - datamodule.dims.keys())} from the data, but "
-            f"data={_choice('data', '?')} provides only {sorted(datamodule.dims)}: pick a matching pair"
-        )
+    check_reads(cfg, "model", "dims", datamodule.dims, "data")
     with open_dict(cfg):
         cfg.dims = datamodule.dims
     tokenizer = datamodule.tokenizer.state() if datamodule.tokenizer is not None else None
-    model = hydra.utils.instantiate(cfg.model, tokenizer=tokenizer)
-    return datamodule, model
+    return datamodule, objective(cfg, tokenizer)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:

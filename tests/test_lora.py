@@ -69,7 +69,7 @@ def test_lora_fine_tune_of_a_zoo_checkpoint(tmp_path, shakespeare_dir):
     run_train(tmp_path / "base", shakespeare_dir, *tiny)
     base = tmp_path / "base" / "checkpoints" / "last.ckpt"
     out = run_train(tmp_path / "lora", shakespeare_dir, *tiny, f"model.init_from={base}",
-                    "+model.lora={r: 4, alpha: 8, targets: [q, v]}")
+                    "model.lora={r: 4, alpha: 8, targets: [q, v]}")
     assert "LoRA" in out.stdout + out.stderr and "parameters train" in out.stdout + out.stderr
     tuned = load(tmp_path / "lora" / "checkpoints" / "last.ckpt")  # rebuilds the adapters, then loads them
     state, start = tuned.net.state_dict(), net_state(base)

@@ -70,7 +70,7 @@ class AttentionContext:
         over a cache take the dense path, which is cheap then)."""
         if backend != "sdpa" and q_len == k_len:
             if backend == "blocks":
-                return cls(rope=rope, cross=cross, blocks=plan(mask_fn, q_len, k_len, device, mask_fn.block_size),
+                return cls(rope=rope, cross=cross, blocks=plan(mask_fn, q_len, k_len, device, mask_fn.attention_block),
                            key_padding=key_padding, mask_fn=mask_fn)
             return cls(rope=rope, cross=cross, flex_mask=block_mask(mask_fn, q_len, k_len, device, key_padding),
                        key_padding=key_padding, mask_fn=mask_fn)

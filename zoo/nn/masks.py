@@ -56,7 +56,8 @@ class Mask:
         return hash((type(self), tuple(sorted(vars(self).items()))))
 
     cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
-    block_size: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
+    attention_block: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
+    picture_length: int = 8  # positions a picture of the mask needs to show it (zoo.viz.mask_pictures)
     causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
 
     def check_context(self, context: int) -> None:
@@ -161,9 +162,13 @@ class LocalMask(Mask):
         return self.window - 1 if self.causal else None
 
     @property
-    def block_size(self) -> int:
+    def attention_block(self) -> int:
         """Blocks as wide as the window (16 to 128): a block of queries then reads two key blocks."""
         return min(128, max(16, self.window))
+
+    @property
+    def picture_length(self) -> int:
+        return 2 * self.window
 
     def band(self, size: int) -> tuple[int, int]:
         """The key blocks of ``size`` before and after its own that a block of queries may see."""
@@ -213,6 +218,10 @@ class GridWindowMask(Mask):
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"GridWindowMask window={window!r}: give an integer >= 1 (the tile's side, in patches)")
         self.window = window
+
+    @property
+    def picture_length(self) -> int:
+        return (2 * self.window) ** 2  # a grid of two tiles a side
 
     def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
         return grid_cells(query, key, self._side(k_len, k_len), self.window)

@@ -67,6 +67,10 @@ class StridedMask(Mask):
             raise ValueError(f"StridedMask stride={self.stride} with the model's context={context}: the window "
                              f"alone covers every key, so it never cuts (give a stride < {context - 1})")
 
+    @property
+    def picture_length(self) -> int:
+        return 4 * self.stride
+
     def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
         return strided_cells(query, key, self.stride)
 
@@ -97,6 +101,10 @@ class FixedMask(Mask):
         if self.stride >= context:
             raise ValueError(f"FixedMask stride={self.stride} is not shorter than the model's context={context}: "
                              f"one block would hold every position (give a stride < {context})")
+
+    @property
+    def picture_length(self) -> int:
+        return 4 * self.stride
 
     def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
         return fixed_cells(query, key, self.stride, self.summary)
@@ -158,6 +166,10 @@ class BigBirdMask(Mask):
         _check_int("BigBirdMask block_size", block_size, 1)
         _check_int("BigBirdMask n_random", n_random, 0)
         self.block_size, self.n_random, self.seed = block_size, n_random, seed
+
+    @property
+    def picture_length(self) -> int:
+        return self.full_up_to + 2 * self.block_size  # sparse from just past the full-attention limit
 
     @property
     def full_up_to(self) -> int:

@@ -64,16 +64,20 @@ def run_family(family: str, a: argparse.Namespace) -> dict:
         return json.loads(result.read_text())
 
 
-def table(results: list[dict]) -> str:
-    """The results as a Markdown table (each peer: zoo/peer step time, then zoo/peer peak memory)."""
-    lines = ["| family | shape | zoo step (s) | zoo / peer: time, memory | zoo / fastest peer (time) | "
-             "zoo / leanest peer (memory) |", "|---|---|---|---|---|---|"]
+def table(results: list[dict], ratios_only: bool = False) -> str:
+    """The results as a Markdown table (each peer: zoo/peer step time, then zoo/peer peak memory);
+    ``ratios_only`` leaves out the zoo's step time in seconds."""
+    head = ["family", "shape", *([] if ratios_only else ["zoo step (s)"]), "zoo / peer: time, memory",
+            "zoo / fastest peer (time)", "zoo / leanest peer (memory)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         zoo, seconds, mib = r["zoo"], r["seconds"], r["mib"]
         peers = "<br>".join(f"{name} {seconds[zoo] / seconds[name]:.2f}x, {mib[zoo] / max(mib[name], 1e-9):.2f}x"
                             for name in seconds if name != zoo)
-        lines.append(f"| {r['family']} | {r['shape']} | {seconds[zoo]:.3f} | {peers} | "
-                     f"**{r['time_ratio']:.2f}x** ({r['fastest']}) | **{r['memory_ratio']:.2f}x** ({r['leanest']}) |")
+        step = [] if ratios_only else [f"{seconds[zoo]:.3f}"]
+        cells = [r["family"], r["shape"], *step, peers, f"**{r['time_ratio']:.2f}x** ({r['fastest']})",
+                 f"**{r['memory_ratio']:.2f}x** ({r['leanest']})"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -85,6 +89,8 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     p.add_argument("--json", type=Path, help="also write every family's numbers here")
+    p.add_argument("--ratios-only", action="store_true",
+                   help="leave the zoo's step time in seconds out of the table (on a loaded machine only ratios say much)")
     a = p.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc)
     results = [run_family(family, a) for family in a.only]
@@ -96,7 +102,7 @@ def main() -> None:
     print(package_versions())
     print(machine(a.device))
     print(f"command: python benchmarks/all.py {' '.join(sys.argv[1:])}\n")
-    print(table(results))
+    print(table(results, a.ratios_only))
 
 
 if __name__ == "__main__":

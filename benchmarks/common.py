@@ -1,14 +1,22 @@
-"""Shared by the benchmark scripts: time a training step and measure its peak memory,
-for the zoo model and its reference, in one process, and print the ratios.
+"""Shared by the benchmark scripts: time a training step and measure its peak memory, for
+the zoo model and every peer library that has the family, in one process, and print the
+ratios zoo/peer and zoo/fastest peer.
 
-Timing alternates between the two models (so background load hits both alike) and
-reports the median step. Peak memory is the growth of the resident set while one
-model is built and trained for two steps (weights, grads, optimizer state, activations), measured in a fresh subprocess per model so the two do not mix
-(on a GPU: ``torch.cuda.max_memory_allocated``).
+Timing alternates between the models (so background load hits them alike) and reports the
+median step. Peak memory is the growth of the resident set while one model is built and
+trained for two steps (weights, grads, optimizer state, activations), measured in a fresh
+subprocess per model so that they do not mix (on a GPU: ``torch.cuda.max_memory_allocated``).
+
+The peers (litgpt, x-transformers, openai-whisper, ...) live in the benchmark environment:
+``make bench`` builds it (``.venv-bench``, from ``benchmarks/requirements.lock``).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib
+import json
 import os
 import statistics
 import subprocess
@@ -20,15 +28,54 @@ import torch
 from torch import nn
 
 StepFn = Callable[[], torch.Tensor]  # runs forward, returns the loss
+Step = Callable[[], None]  # one training step
+Factory = Callable[[], Step]  # builds a model and returns its training step
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+RESULT_ENV = "ZOO_BENCH_RESULT"  # a file to write this run's numbers to, as JSON (benchmarks/all.py reads it)
+MEMORY_ENV = "ZOO_BENCH_MEMORY_OF"  # set in the memory-measuring subprocess: the one model to build
 
 
-def make_step(model: nn.Module, loss_fn: StepFn, lr: float = 1e-4) -> Callable[[], None]:
-    """forward + backward + AdamW update."""
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def peer(module: str):
+    """Import a peer library, or stop with the way to get the environment that has it. This
+    folder is off the path meanwhile: ``whisper.py`` here would shadow openai-whisper's ``whisper``."""
+    path = sys.path[:]
+    sys.path[:] = [p for p in path if os.path.abspath(p or ".") != HERE]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise SystemExit(f"{e.name} is missing: the benchmarks run in their own environment, with the peers "
+                         f"installed (make bench builds .venv-bench from benchmarks/requirements.lock)") from e
+    finally:
+        sys.path[:] = path
+
+
+def add_run_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
+    """The options every benchmark has: how long to time, and on what."""
+    p.add_argument("--steps", type=int, default=steps, help="timed rounds (each model steps once per round)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32",
+                   help="fp32, or autocast to bf16/fp16 around the forward pass (weights stay fp32)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also profile one training step of each model (torch.profiler) and print its top N ops")
+
+
+def make_step(model: nn.Module, loss_fn: StepFn, dtype: str = "fp32", lr: float = 1e-4) -> Step:
+    """forward (autocast to ``dtype`` unless fp32) + backward + AdamW update."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    device_type = next(model.parameters()).device.type
+    cast = (contextlib.nullcontext() if dtype == "fp32"
+            else torch.autocast(device_type, dtype=DTYPES[dtype]))
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss_fn().backward()
+        with cast:
+            loss = loss_fn()
+        loss.backward()
         opt.step()
 
     return step
@@ -41,12 +88,38 @@ def _status_mib(field: str) -> float:
     return int(line.split()[1]) / 1024
 
 
-def _peak_rss_in_subprocess(label: str) -> float:
-    """Re-run this script with only ``label``'s model, in a fresh process, and read back
-    how far its resident set grew while building it and training two steps: a fresh
-    process per model keeps the two from mixing."""
-    env = dict(os.environ, ZOO_BENCH_MEMORY_OF=label)
-    out = subprocess.run([sys.executable, *sys.argv], env=env, capture_output=True, text=True, check=True)
+def _warm_up_imports(device: str) -> None:
+    """One AdamW step on a tiny model first: it imports what the optimizer loads lazily (a first
+    ``opt.step()`` can import ~150 MiB of torch's compiler stack), which is no model's memory."""
+    tiny = nn.Linear(2, 2).to(device)
+    make_step(tiny, lambda: tiny(torch.ones(1, 2, device=device)).sum())()
+
+
+def _measure_one(factory: Factory, device: str) -> None:
+    """In the memory subprocess: build one model, train it two steps, print how far memory grew."""
+    _warm_up_imports(device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        step = factory()
+        step(); step(); torch.cuda.synchronize()
+        print((torch.cuda.max_memory_allocated() - before) / 2**20)
+        return
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the high-water mark, so import-time peaks do not count
+    before = _status_mib("VmRSS")
+    step = factory()
+    step(); step()
+    print(_status_mib("VmHWM") - before)
+
+
+def _peak_in_subprocess(label: str) -> float:
+    """Re-run this script with only ``label``'s model, in a fresh process, and read back how
+    far its memory grew while building it and training two steps."""
+    env = {k: v for k, v in os.environ.items() if k != RESULT_ENV} | {MEMORY_ENV: label}
+    out = subprocess.run([sys.executable, *sys.argv], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"measuring the memory of {label!r} failed:\n{out.stderr[-3000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -66,33 +139,56 @@ def alternate_medians(fns: dict[str, Callable[[], object]], repeats: int, device
     return {label: statistics.median(ts) for label, ts in times.items()}
 
 
-def compare(name: str, zoo_factory: Callable[[], Callable[[], None]], ref_name: str,
-            ref_factory: Callable[[], Callable[[], None]], warmup: int = 3, steps: int = 10,
-            device: str = "cpu") -> dict[str, float]:
-    """Build both training steps (each factory builds its model and returns its step),
-    time them alternately and print zoo/reference ratios of time and memory."""
-    only = os.environ.get("ZOO_BENCH_MEMORY_OF")
+def print_profile(label: str, step: Step, top: int) -> None:
+    """One step of ``step`` under torch.profiler: its top ``top`` ops by self CPU time, and
+    how many ops it ran (each one costs Python and dispatch time, whatever its size)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    ops = prof.key_averages()
+    total = sum(op.self_cpu_time_total for op in ops)
+    print(f"{label}: {sum(op.count for op in ops)} ops, {total / 1000:.1f} ms self CPU in one step")
+    for op in sorted(ops, key=lambda op: -op.self_cpu_time_total)[:top]:
+        print(f"    {op.key:<44} {op.self_cpu_time_total / 1000:9.1f} ms  {100 * op.self_cpu_time_total / total:5.1f}%"
+              f"  {op.count:6d} calls")
+
+
+def compare(family: str, shape: str, zoo_name: str, zoo_factory: Factory, peers: dict[str, Factory],
+            a: argparse.Namespace) -> dict:
+    """Build every training step (each factory builds its model and returns its step), time
+    them alternately, measure each one's peak memory, and print zoo/peer ratios of both and
+    zoo / the fastest (and the leanest) peer. ``a`` holds the options of :func:`add_run_args`.
+    Returns the numbers (also written as JSON to ``$ZOO_BENCH_RESULT`` when that is set)."""
+    factories = {zoo_name: zoo_factory, **peers}
+    only = os.environ.get(MEMORY_ENV)
     if only is not None:  # the memory-measuring subprocess: build and run one model only
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the high-water mark, so import-time peaks do not count
-        before = _status_mib("VmRSS")
-        step = (zoo_factory if only == name else ref_factory)()
-        step(); step()
-        print(_status_mib("VmHWM") - before)
+        _measure_one(factories[only], a.device)
         sys.exit(0)
-    zoo_step, ref_step = zoo_factory(), ref_factory()
-    medians = alternate_medians({name: zoo_step, ref_name: ref_step}, steps, device, warmup)
-    t_zoo, t_ref = medians[name], medians[ref_name]
-    if device.startswith("cuda"):
-        mem = {}
-        for label, fn in ((name, zoo_step), (ref_name, ref_step)):
-            torch.cuda.reset_peak_memory_stats(); fn(); torch.cuda.synchronize()
-            mem[label] = torch.cuda.max_memory_allocated() / 2**20
-        m_zoo, m_ref = mem[name], mem[ref_name]
-    else:
-        m_zoo, m_ref = _peak_rss_in_subprocess(name), _peak_rss_in_subprocess(ref_name)
-    print(f"{name:>24}: step {t_zoo * 1000:8.1f} ms   peak +{m_zoo:8.1f} MiB")
-    print(f"{ref_name:>24}: step {t_ref * 1000:8.1f} ms   peak +{m_ref:8.1f} MiB")
-    print(f"{'ratio zoo/reference':>24}: time {t_zoo / t_ref:.3f}x   memory {m_zoo / max(m_ref, 1e-9):.3f}x")
-    return {"time_ratio": t_zoo / t_ref, "memory_ratio": m_zoo / max(m_ref, 1e-9), "zoo_ms": t_zoo * 1000,
-            "ref_ms": t_ref * 1000}
+    print(f"{family}: {shape}, {a.dtype}, {a.device}, torch {torch.__version__}, {torch.get_num_threads()} threads",
+          flush=True)
+    steps = {label: factory() for label, factory in factories.items()}
+    seconds = alternate_medians(steps, a.steps, a.device, a.warmup)
+    if a.profile:
+        for label, step in steps.items():
+            print_profile(label, step, a.profile)
+    del steps  # free the models before the memory subprocesses start
+    mib = {label: _peak_in_subprocess(label) for label in factories}
+    for label in factories:
+        print(f"{label:>36}: step {seconds[label] * 1000:9.1f} ms   peak +{mib[label]:8.1f} MiB")
+    for label in peers:
+        print(f"{'zoo / ' + label:>36}: time {seconds[zoo_name] / seconds[label]:.3f}x   "
+              f"memory {mib[zoo_name] / max(mib[label], 1e-9):.3f}x")
+    fastest = min(peers, key=seconds.__getitem__)
+    leanest = min(peers, key=mib.__getitem__)
+    time_ratio = seconds[zoo_name] / seconds[fastest]
+    memory_ratio = mib[zoo_name] / max(mib[leanest], 1e-9)
+    print(f"{'zoo / fastest peer':>36}: time {time_ratio:.3f}x ({fastest})")
+    print(f"{'zoo / leanest peer':>36}: memory {memory_ratio:.3f}x ({leanest})", flush=True)
+    result = {"family": family, "shape": shape, "dtype": a.dtype, "device": a.device, "zoo": zoo_name,
+              "seconds": seconds, "mib": mib, "fastest": fastest, "leanest": leanest,
+              "time_ratio": time_ratio, "memory_ratio": memory_ratio}
+    if os.environ.get(RESULT_ENV):
+        with open(os.environ[RESULT_ENV], "w") as f:
+            json.dump(result, f)
+    return result

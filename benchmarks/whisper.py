@@ -1,13 +1,14 @@
-"""zoo Whisper vs Hugging Face WhisperForConditionalGeneration: training step time and peak
-memory at an identical shape, and greedy transcription speed (real-time factor) with the
-KV cache, both models decoding the same number of tokens.
+"""zoo Whisper vs transformers WhisperForConditionalGeneration and openai-whisper's
+``whisper.model.Whisper``: training step time and peak memory at the same shape; then (unless
+--no-decode) greedy transcription speed (real-time factor) with the KV cache against
+transformers, both decoding the same number of tokens from the same (converted) weights.
 
     python benchmarks/whisper.py                  # Whisper tiny's Block (4+4 layers, 384 wide), 10 s audio, CPU fp32
     python benchmarks/whisper.py --layers 2 --width 192 --heads 4 --seconds 4 --batch 8
     python benchmarks/whisper.py --device cuda --layers 6 --width 512 --heads 8 --seconds 30
 
-Hugging Face's encoder takes exactly ``2 x max_source_positions`` frames, so both models get
-``--seconds`` of log-mel frames and the position tables are sized to it.
+Hugging Face's (and openai-whisper's) encoder takes exactly ``2 x max_source_positions`` frames,
+so every model gets ``--seconds`` of log-mel frames and the position tables are sized to it.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from transformers import WhisperConfig, WhisperForConditionalGeneration
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from common import alternate_medians, compare, make_step
+from common import add_run_args, alternate_medians, compare, make_step, peer
 from zoo.convert.common import build_net, shape_overrides
 from zoo.convert.whisper import from_transformers, whisper_shape
 from zoo.inference.decoding import greedy
+
+transformers = peer("transformers")
+openai_whisper = peer("whisper.model")
 
 
 @torch.no_grad()
 def hf_greedy(hf, features: torch.Tensor, prompt: torch.Tensor, n_tokens: int) -> torch.Tensor:
     """Hugging Face's model decoding greedily with its own KV cache (no stopping, ``n_tokens`` steps)."""
     memory = hf.model.encoder(features)
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    cache = transformers.EncoderDecoderCache(transformers.DynamicCache(), transformers.DynamicCache())
     tokens, new = prompt, prompt
     for _ in range(n_tokens):
         out = hf(encoder_outputs=memory, decoder_input_ids=new, cache=cache, use_cache=True)
@@ -48,12 +50,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--vocab", type=int, default=64)
     p.add_argument("--decode-tokens", type=int, default=32, help="tokens generated in the speed test")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-decode", action="store_true", help="time the training step only")
+    add_run_args(p)
     a = p.parse_args()
     torch.manual_seed(0)
     frames = int(a.seconds * 100) // 2 * 2
-    cfg = WhisperConfig(
+    cfg = transformers.WhisperConfig(
         vocab_size=a.vocab, num_mel_bins=80, d_model=a.width, encoder_layers=a.layers, decoder_layers=a.layers,
         encoder_attention_heads=a.heads, decoder_attention_heads=a.heads, encoder_ffn_dim=4 * a.width,
         decoder_ffn_dim=4 * a.width, max_source_positions=frames // 2, max_target_positions=448,
@@ -62,23 +64,34 @@ def main() -> None:
     x = torch.randn(a.batch, 80, frames, device=a.device)
     y_in = torch.randint(3, a.vocab, (a.batch, a.target), device=a.device)
     y_out = torch.randint(3, a.vocab, (a.batch, a.target), device=a.device)
-    print(f"Whisper {a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, {a.seconds:g} s audio "
-          f"({frames} frames), target {a.target}, batch {a.batch}, fp32, {a.device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
 
-    def zoo_step():
-        zoo = build_net("whisper", shape_overrides(whisper_shape(cfg.to_dict())), {"vocab_size": a.vocab}).to(a.device).train()
-        return make_step(zoo, lambda: F.cross_entropy(zoo(x, y_in).flatten(0, 1), y_out.flatten()))
+    def seq2seq_step(model, logits):
+        model = model.to(a.device).train()
+        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), y_out.flatten()), a.dtype)
 
-    def ref_step():
-        ref = WhisperForConditionalGeneration(cfg).to(a.device).train()
-        return make_step(ref, lambda: F.cross_entropy(
-            ref(input_features=x, decoder_input_ids=y_in).logits.flatten(0, 1), y_out.flatten()))
+    def zoo():
+        net = build_net("whisper", shape_overrides(whisper_shape(cfg.to_dict())), {"vocab_size": a.vocab})
+        return seq2seq_step(net, lambda m: m(x, y_in))
 
-    compare("zoo Whisper", zoo_step, "WhisperForConditional..", ref_step, steps=a.steps, device=a.device)
+    def hf():
+        return seq2seq_step(transformers.WhisperForConditionalGeneration(cfg),
+                            lambda m: m(input_features=x, decoder_input_ids=y_in).logits)
+
+    def openai():
+        dims = openai_whisper.ModelDimensions(
+            n_mels=80, n_audio_ctx=frames // 2, n_audio_state=a.width, n_audio_head=a.heads, n_audio_layer=a.layers,
+            n_vocab=a.vocab, n_text_ctx=448, n_text_state=a.width, n_text_head=a.heads, n_text_layer=a.layers)
+        return seq2seq_step(openai_whisper.Whisper(dims), lambda m: m(x, y_in))
+
+    shape = (f"{a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, {a.seconds:g} s audio ({frames} frames), "
+             f"target {a.target}, batch {a.batch}")
+    compare("whisper", shape, "zoo Whisper", zoo, {"WhisperForConditionalGeneration": hf,
+                                                   "openai-whisper Whisper": openai}, a)
+    if a.no_decode:
+        return
 
     # Greedy transcription of one clip with the KV cache: seconds of compute per second of audio.
-    ref = WhisperForConditionalGeneration(cfg).to(a.device).eval()
+    ref = transformers.WhisperForConditionalGeneration(cfg).to(a.device).eval()
     zoo = from_transformers(ref).to(a.device).eval()
     clip, prompt = x[:1], torch.ones(1, 1, dtype=torch.long, device=a.device)
     never = a.vocab  # an id no logit has: decode exactly --decode-tokens tokens, like the reference

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from common import _peak_rss_in_subprocess, _status_mib, alternate_medians
+from common import MEMORY_ENV, _measure_one, _peak_in_subprocess, alternate_medians
 from zoo.nn.attention import attention
 from zoo.nn.blocked import blocked_attention, plan
 from zoo.nn.masks import CausalMask, LocalMask
@@ -66,15 +66,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
     a = p.parse_args()
-    only = os.environ.get("ZOO_BENCH_MEMORY_OF")
+    only = os.environ.get(MEMORY_ENV)
     if only is not None:  # the memory-measuring subprocess: "<case>@<length>"
         name, length = only.rsplit("@", 1)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        before = _status_mib("VmRSS")
-        step = case(name, int(length), a)
-        step(); step()
-        print(_status_mib("VmHWM") - before)
+        _measure_one(lambda: case(name, int(length), a), a.device)
         sys.exit(0)
     torch.manual_seed(0)
     print(f"attention fwd+bwd, batch {a.batch}, {a.heads} heads of {a.d_head}, window {a.window}, block {a.block}, "
@@ -83,7 +78,7 @@ def main() -> None:
     for length in (int(n) for n in a.contexts.split(",")):
         steps = {name: case(name, length, a) for name in CASES}
         medians = alternate_medians(steps, a.repeats, a.device)
-        memory = {name: _peak_rss_in_subprocess(f"{name}@{length}") for name in CASES} if a.device == "cpu" else {}
+        memory = {name: _peak_in_subprocess(f"{name}@{length}") for name in CASES}
         for name in CASES:
             mem = memory.get(name, float("nan"))
             print(f"{length:>8} {name:>16} {medians[name] * 1000:>10.1f} {medians[name] / medians['causal']:>12.3f} "

@@ -1,6 +1,6 @@
 """Answer a question about an image with a LLaVA checkpoint (greedy decoding, KV cache).
 
-    python -m zoo.cli.answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
+    python -m zoo answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
         image=picture.png question="what color is the circle?"
 
 The checkpoint holds everything needed: the network's config, its weights, the
@@ -11,10 +11,10 @@ image tokens, which go through the cache on the first decoding step.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
 from PIL import Image
 from torch import nn
 
@@ -29,7 +29,7 @@ class Answerer:
     """A LLaVA network, its tokenizer and prompt template, loaded from a zoo checkpoint."""
 
     def __init__(self, ckpt: str | Path):
-        objective = load(ckpt, accepts=("vlm",), command="zoo.cli.answer (model=llava*)")
+        objective = load(ckpt, accepts=("vlm",), command="zoo answer (model=llava*)")
         hparams = objective.hparams
         if not hparams.tokenizer:
             raise ValueError(f"{ckpt} holds no tokenizer: it cannot read a question")
@@ -58,13 +58,6 @@ class Answerer:
         return self.tokenizer.decode(self.answer_ids(image, question)[1])
 
 
-def main(argv: list[str]) -> None:
-    args = dict(a.split("=", 1) for a in argv if "=" in a)
-    missing = [k for k in ("ckpt", "image") if k not in args]
-    if missing:
-        raise SystemExit(f"usage: python -m zoo.cli.answer ckpt=CKPT image=IMAGE question=\"...\" (missing {missing})")
-    print(Answerer(args["ckpt"])(load_image(args["image"]), args.get("question", "")))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def main(cfg: DictConfig) -> None:
+    """Print the answer to ``question`` about ``image`` (conf/answer.yaml)."""
+    print(Answerer(cfg.ckpt)(load_image(cfg.image), str(cfg.question)))

@@ -68,7 +68,8 @@ def call(name: str, overrides: list[str]) -> Any:
     command line composes it (for tests, and for calling a command from Python)."""
     from zoo.convert.common import compose_config
 
-    return COMMANDS[name].load()(compose_config(overrides, COMMANDS[name].config))
+    cfg = compose_config(overrides, COMMANDS[name].config)
+    return COMMANDS[name].load()(cfg)
 
 
 def main() -> None:

@@ -86,7 +86,7 @@ def hostile(gpt_ckpt: Path, root: Path) -> dict[str, tuple[dict, str]]:
 
 def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     """Every way the zoo reads a checkpoint, as a function of its path."""
-    from zoo.cli.answer import Answerer
+    from zoo.inference.answering import Answerer
     from zoo.objectives.classification import Classification
     from zoo.cli.transcribe import load_model
     from zoo.cli.translate import translate

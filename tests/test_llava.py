@@ -254,7 +254,7 @@ def run_config(tmp_path, overrides: list[str]):
 
 
 def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
-    from zoo.cli.answer import Answerer
+    from zoo.inference.answering import Answerer
     from zoo.cli.commands import call
     from zoo.data.shapes_vqa import draw
     from zoo.train.run import train

@@ -244,7 +244,7 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     """LLaVA: the language model's self-attention over image tokens + prompt + answer, and the
     rollout of the position that writes the first answer token, through the language model
     onto the image tokens and then through the vision tower onto the image patches."""
-    from zoo.cli.answer import Answerer
+    from zoo.inference.answering import Answerer
 
     answerer = Answerer(ckpt)
     net, tokenizer, tower = answerer.net, answerer.tokenizer, answerer.net.embedder.vision

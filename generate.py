@@ -1,41 +1,12 @@
-"""Sample text from a trained language model (GPT, Llama), decoding with the KV cache.
+"""Sample text from a trained language model (GPT, Llama), decoding with the KV cache
+(the same as ``python -m zoo generate``; the code is zoo/cli/generate.py).
 
     python generate.py ckpt=outputs/train/<run>/checkpoints/last.ckpt prompt="ROMEO:" temperature=0.8 top_k=200
 """
 
-from __future__ import annotations
+from zoo.cli.commands import hydra_main
 
-import hydra
-import torch
-from omegaconf import DictConfig
-
-from zoo.train.checkpoint import load
-from zoo.data.tokenizers import tokenizer_from_state
-from zoo.inference.sampling import check_sampling, generate
-
-# The objectives whose networks continue a token sequence (next-token language models).
-GENERATORS = ("lm", "vlm")
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="generate")
-def main(cfg: DictConfig) -> None:
-    check_sampling(cfg.temperature, cfg.top_k, cfg.top_p)  # before the checkpoint is read
-    objective = load(cfg.ckpt, cfg.device, accepts=GENERATORS, command="generate.py")
-    if objective.hparams.tokenizer is None:
-        raise ValueError(f"{cfg.ckpt} stores no tokenizer: it was not trained on text")
-    tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
-    ids = tokenizer.encode(cfg.prompt)
-    if not ids:
-        raise ValueError(f"prompt={cfg.prompt!r} holds no token: generate.py continues a prompt of at least "
-                         f"one token (the default is a newline)")
-    prompt = torch.tensor([ids] * cfg.num_samples, device=cfg.device)
-    out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
-                   top_p=cfg.top_p, use_cache=cfg.use_cache,
-                   generator=torch.Generator(device=cfg.device).manual_seed(cfg.seed))
-    for row in out.tolist():
-        print(tokenizer.decode(row))
-        print("---")
-
+main = hydra_main("generate")
 
 if __name__ == "__main__":
     main()

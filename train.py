@@ -1,4 +1,5 @@
-"""Train any zoo model: compose the config, build data, model and Trainer, fit, test.
+"""Train any zoo model: compose the config, build data, model and Trainer, fit, test
+(the same as ``python -m zoo train``; the code is zoo/cli/train.py).
 
     python train.py                                  # GPT on tiny Shakespeare (CPU-sized)
     python train.py model=bert data=wikitext
@@ -7,19 +8,9 @@
     python train.py -m hparams_search=gpt_optuna     # an Optuna sweep (conf/hparams_search/)
 """
 
-from __future__ import annotations
+from zoo.cli.commands import hydra_main
 
-import hydra
-from omegaconf import DictConfig
-
-from zoo.train.run import optimized_metric, train
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    # A sweeper (hparams_search=...) reads the value this returns: the run's optimized_metric.
-    return optimized_metric(cfg, train(cfg))
-
+main = hydra_main("train")
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,6 @@ refuse settings that make no sense (issue 13)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import re
 import subprocess
@@ -18,9 +17,10 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
-from zoo.train.checkpoint import check_resumable, load, net_state, tokenizer_of
+from zoo.cli.commands import call
 from zoo.convert.common import compose_config
-from zoo.cli.describe import DIMS, model_names
+from zoo.models.presets import DIMS, model_names
+from zoo.train.checkpoint import check_resumable, load, net_state, tokenizer_of
 from zoo.train.run import objective
 from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
 
@@ -87,8 +87,7 @@ def hostile(gpt_ckpt: Path, root: Path) -> dict[str, tuple[dict, str]]:
 
 def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     """Every way the zoo reads a checkpoint, as a function of its path."""
-    from zoo.cli.answer import Answerer
-    from zoo.viz.attention_maps import main as attention_maps
+    from zoo.inference.answering import Answerer
     from zoo.objectives.classification import Classification
     from zoo.cli.transcribe import load_model
     from zoo.cli.translate import translate
@@ -96,11 +95,11 @@ def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     hparams = torch.load(gpt_ckpt, weights_only=True)["hyper_parameters"]
     model = load(gpt_ckpt)
     return {
-        "load (generate.py)": load,
-        "zoo.cli.translate": lambda p: translate(str(p), ["Ein Hund."]),
-        "zoo.cli.transcribe": lambda p: load_model(str(p)),
-        "zoo.cli.answer": Answerer,
-        "zoo.viz.attention_maps": lambda p: attention_maps([f"ckpt={p}", "text=hi", f"out={tmp_path / 'att'}"]),
+        "load (zoo generate)": load,
+        "zoo translate": lambda p: translate(str(p), ["Ein Hund."]),
+        "zoo transcribe": lambda p: load_model(str(p)),
+        "zoo answer": Answerer,
+        "zoo attention-maps": lambda p: call("attention-maps", [f"ckpt={p}", "text=hi", f"out={tmp_path / 'att'}"]),
         "model.init_from": lambda p: objective_class("lm")(**{**hparams, "init_from": str(p)}),
         "ckpt_path resume": lambda p: check_resumable(p, model),
         "tokenizer_of (data.tokenizer_from)": tokenizer_of,
@@ -109,7 +108,7 @@ def _readers(tmp_path: Path, gpt_ckpt: Path) -> dict:
     }
 
 
-READERS = ["load (generate.py)", "zoo.cli.translate", "zoo.cli.transcribe", "zoo.cli.answer", "zoo.viz.attention_maps",
+READERS = ["load (zoo generate)", "zoo translate", "zoo transcribe", "zoo answer", "zoo attention-maps",
            "model.init_from", "ckpt_path resume", "tokenizer_of (data.tokenizer_from)",
            "net_state (vision_init / lm_init)", "load_from_checkpoint"]
 KINDS = ["popen", "library class as objective", "touch as net", "open in the embedder", "open deep in a list",
@@ -146,11 +145,27 @@ def test_commands_refuse_a_hostile_checkpoint_as_subprocesses(kind, tmp_path, gp
     work = tmp_path / "cwd"
     work.mkdir()
     for cmd in ([str(ROOT / "generate.py"), f"ckpt={tmp_path / 'p.ckpt'}"],
-                ["-m", "zoo.viz.attention_maps", f"ckpt={tmp_path / 'p.ckpt'}", "text=hi"]):
+                ["-m", "zoo", "attention-maps", f"ckpt={tmp_path / 'p.ckpt'}", "text=hi"]):
         out = subprocess.run([sys.executable, *cmd], cwd=work, env=_env(), capture_output=True, text=True,
                              timeout=120)
         assert out.returncode != 0 and named in out.stderr, out.stderr[-2000:]
         assert list(work.iterdir()) == [], f"{cmd} left {list(work.iterdir())}"
+
+
+def test_read_only_commands_write_only_their_output_and_keep_the_cwd(tmp_path, gpt_ckpt, monkeypatch, capsys):
+    """Hydra runs a checkpoint-reading command with no run directory, .hydra/ or log file."""
+    from zoo.cli.commands import main
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for argv in (["generate", f"ckpt={gpt_ckpt}", "max_new_tokens=2", "prompt=CITIZEN"],
+                 ["attention-maps", f"ckpt={gpt_ckpt}", "text=hi", f"out={tmp_path / 'att'}"]):
+        monkeypatch.setattr(sys, "argv", ["zoo", *argv])
+        main()
+        assert Path.cwd() == work
+    assert capsys.readouterr().out.startswith("CITIZEN")
+    assert list(work.iterdir()) == [] and (tmp_path / "att" / "self_layer00.png").is_file()
 
 
 @pytest.mark.slow  # a train.py start-up: ~20 s
@@ -239,25 +254,19 @@ def test_resuming_from_another_family_says_what_the_checkpoint_holds(gpt_ckpt, t
 
 
 @pytest.mark.parametrize(("setting", "message"), [
-    ({"temperature": -1}, r"temperature=-1 is negative: use 0 \(greedy\) or a positive value"),
-    ({"top_k": 0}, r"top_k=0 keeps no token: use an integer >= 1"),
-    ({"top_p": 0}, r"top_p=0 is outside \(0, 1\]"),
-    ({"top_p": 1.5}, r"top_p=1.5 is outside \(0, 1\]"),
-    ({"prompt": ""}, r"prompt='' holds no token"),
+    ("temperature=-1", r"temperature=-1 is negative: use 0 \(greedy\) or a positive value"),
+    ("top_k=0", r"top_k=0 keeps no token: use an integer >= 1"),
+    ("top_p=0", r"top_p=0 is outside \(0, 1\]"),
+    ("top_p=1.5", r"top_p=1.5 is outside \(0, 1\]"),
+    ("prompt=''", r"prompt='' holds no token"),
 ])
 def test_generate_refuses_settings_that_make_no_sense(setting, message, gpt_ckpt, capsys):
-    spec = importlib.util.spec_from_file_location("generate_script", ROOT / "generate.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    cfg = OmegaConf.load(ROOT / "conf" / "generate.yaml")
-    for key in ("defaults", "hydra"):
-        cfg.pop(key)
-    cfg.merge_with({"ckpt": str(gpt_ckpt), "max_new_tokens": 3, **setting})
+    given = [f"ckpt={gpt_ckpt}", "max_new_tokens=3"]
     with pytest.raises(ValueError, match=message):
-        script.main(cfg)  # Hydra's main runs a given config as it is
+        call("generate", [*given, setting])
     assert capsys.readouterr().out == ""
-    cfg.merge_with({"temperature": 0, "top_k": 1, "top_p": 1.0, "prompt": "CITIZEN"})
-    script.main(cfg)  # the edges of the ranges are fine: greedy, one candidate, the whole distribution
+    # the edges of the ranges are fine: greedy, one candidate, the whole distribution
+    call("generate", [*given, "temperature=0", "top_k=1", "top_p=1.0", "prompt=CITIZEN"])
     assert capsys.readouterr().out.startswith("CITIZEN")
 
 
@@ -267,22 +276,20 @@ def test_generate_and_translate_refuse_a_model_that_cannot_do_it(tmp_path):
     mlm = save_objective(objective_of("bert", "model.net.n_layers=1"), tmp_path / "bert.ckpt")
     vit = save_objective(objective_of("vit", "model.net.n_layers=1"), tmp_path / "vit.ckpt")
     for ckpt, held in ((mlm, r"mlm checkpoint \(MaskedLM\)"), (vit, r"classification checkpoint \(Classification\)")):
-        with pytest.raises(ValueError, match=f"is a {held}: generate.py needs lm or vlm"):
-            load(ckpt, accepts=("lm", "vlm"), command="generate.py")
-        with pytest.raises(ValueError, match=f"is a {held}: zoo.cli.translate needs seq2seq"):
+        with pytest.raises(ValueError, match=f"is a {held}: zoo generate needs lm or vlm"):
+            call("generate", [f"ckpt={ckpt}"])
+        with pytest.raises(ValueError, match=f"is a {held}: zoo translate needs seq2seq"):
             translate(str(ckpt), ["Ein Hund."])
     out = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={mlm}"], cwd=tmp_path, env=_env(),
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "bert.ckpt is a mlm checkpoint (MaskedLM): generate.py needs lm or vlm" in out.stderr
+    assert out.returncode != 0 and "bert.ckpt is a mlm checkpoint (MaskedLM): zoo generate needs lm or vlm" in out.stderr
 
 
 def test_translate_refuses_an_empty_source(tmp_path):
-    from zoo.cli.translate import main
-
-    with pytest.raises(ValueError, match=r"text='' is empty: zoo.cli.translate needs a source sentence"):
-        main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
+    with pytest.raises(ValueError, match=r"text='' is empty: zoo translate needs a source sentence"):
+        call("translate", [f"ckpt={tmp_path / 'never-read.ckpt'}", "text="])
     with pytest.raises(ValueError, match=r"text='  ' is empty"):
-        main([f"ckpt={tmp_path / 'never-read.ckpt'}", "text=  "])
+        call("translate", [f"ckpt={tmp_path / 'never-read.ckpt'}", "text='  '"])
 
 
 def test_a_per_layer_mask_checkpoint_loads(tmp_path):
@@ -292,3 +299,35 @@ def test_a_per_layer_mask_checkpoint_loads(tmp_path):
                              "model.net.n_layers=2")
     loaded = load(save_objective(objective, tmp_path / "per_layer.ckpt"), accepts=("lm",), command="this test")
     assert [type(m).__name__ for m in loaded.net.stack.layer_masks] == ["CausalMask", "PrefixLMMask"]
+
+
+@pytest.mark.parametrize(("model", "former", "inputs"), [
+    ("gpt", "zoo.model.Model", lambda: (torch.randint(0, DIMS["vocab_size"], (2, 6)),)),
+    ("transformer", "zoo.encoder_decoder.EncoderDecoder",
+     lambda: (torch.randint(0, DIMS["vocab_size"], (2, 7)), torch.randint(0, DIMS["vocab_size"], (2, 5)))),
+])
+def test_a_checkpoint_written_before_the_move_loads_with_the_same_logits(model, former, inputs, tmp_path):
+    """Before zoo/ was grouped into packages, a stored net config named its container by the
+    module of the time (zoo.model.Model): registry.FORMER_TARGETS reads it as today's class."""
+    layers = ["model.net.n_layers=1"] if model == "gpt" else ["model.net.n_encoder_layers=1",
+                                                              "model.net.n_decoder_layers=1"]
+    objective = objective_of(model, *layers).eval()
+    path = save_objective(objective, tmp_path / "old.ckpt")
+    raw = torch.load(path, weights_only=True)
+    raw["hyper_parameters"]["net"]["_target_"] = former
+    torch.save(raw, path)
+    loaded = load(path)
+    assert type(loaded.net) is type(objective.net) and loaded.hparams.net["_target_"] != former
+    x = inputs()
+    with torch.no_grad():
+        assert torch.equal(loaded.net(*x), objective.net(*x))
+
+
+def test_an_unknown_former_module_path_is_refused_naming_it(tmp_path):
+    path = save_objective(objective_of("gpt", "model.net.n_layers=1"), tmp_path / "old.ckpt")
+    raw = torch.load(path, weights_only=True)
+    raw["hyper_parameters"]["net"]["_target_"] = "zoo.old_model.Model"  # no module of the zoo was ever called that
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=r"hyper_parameters\.net\._target_='zoo\.old_model\.Model' is not a class a "
+                                         r"zoo checkpoint may build"):
+        load(path)

@@ -8,7 +8,8 @@ from conftest import ROOT
 from exactness import assert_matches
 from zoo.viz.attention_maps import self_attention_weights
 from zoo.convert.common import build_net
-from zoo.cli.describe import model_names, table
+from zoo.cli.describe import table
+from zoo.models.presets import model_names
 from zoo.viz.mask_pictures import write_mask_pictures
 
 
@@ -16,7 +17,7 @@ def test_readme_family_table_is_the_generated_one():
     readme = (ROOT / "README.md").read_text()
     found = re.search(r"<!-- family-table -->\n(.*?)\n<!-- /family-table -->", readme, re.S)
     assert found, "README.md has no <!-- family-table --> section"
-    assert found.group(1).strip() == table().strip(), "README table is stale: run python -m zoo.cli.describe"
+    assert found.group(1).strip() == table().strip(), "README table is stale: run python -m zoo describe"
 
 
 def test_mask_pictures_are_written(tmp_path):

@@ -1,14 +1,22 @@
 """The README and docs/ point at things that exist: every relative link (and its #anchor)
 resolves to a file of the repository, and every config choice they name (`experiment=NAME`,
-`model=NAME`, `data=NAME`, any group under conf/) is a file conf/<group>/<NAME>.yaml."""
+`model=NAME`, `data=NAME`, any group under conf/) is a file conf/<group>/<NAME>.yaml; the
+README's command list is every `python -m zoo` command, each composing and showing its --help;
+its layout table names the folders that exist and every package of zoo/."""
 
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
+
 from conftest import ROOT
+from zoo.cli.commands import COMMANDS, main
+from zoo.convert.common import compose_config
 
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
 REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)  # [label]: target
@@ -138,3 +146,66 @@ def test_config_checker_reports_missing_choices_and_skips_placeholders(tmp_path)
     problems = config_problems(page, conf=tmp_path / "conf", root=tmp_path)
     assert problems == ["a.md:3: model=nope: no conf/model/nope.yaml",
                         "a.md:4: experiment=missing: no conf/experiment/missing.yaml"]
+
+
+def readme_section(marker: str, text: str | None = None) -> str:
+    """The README's text between ``<!-- marker -->`` and ``<!-- /marker -->``."""
+    text = (ROOT / "README.md").read_text() if text is None else text
+    found = re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", text, re.S)
+    assert found, f"README.md has no <!-- {marker} --> section"
+    return found.group(1)
+
+
+def readme_commands() -> dict[str, list[str]]:
+    """{command: its overrides} for each line ``python -m zoo <command> key=value ...`` of the
+    README's command list (a trailing ``# comment`` left out)."""
+    commands = {}
+    for line in readme_section("commands").splitlines():
+        words = shlex.split(line.split("  #")[0])
+        assert words[:3] == ["python", "-m", "zoo"], f"not a zoo command: {line!r}"
+        commands[words[3]] = words[4:]
+    return commands
+
+
+def test_the_readme_lists_every_command_and_each_line_composes():
+    commands = readme_commands()
+    assert list(commands) == list(COMMANDS)
+    for name, overrides in commands.items():
+        compose_config(overrides, COMMANDS[name].config)  # an unknown key would be refused here
+
+
+@pytest.mark.parametrize("name", list(readme_commands()))
+def test_each_readme_command_shows_its_help(name, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["zoo", name, "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    shown = capsys.readouterr().out
+    assert exit_.value.code == 0
+    missing = [key for key in compose_config([], COMMANDS[name].config) if f"\n{key}:" not in shown]
+    assert not missing, f"`python -m zoo {name} --help` does not show {missing}:\n{shown}"
+
+
+def layout_rows(text: str | None = None) -> dict[str, str]:
+    """{path: what} for each row of the README's layout table (several paths in one cell: one entry each)."""
+    text = (ROOT / "README.md").read_text() if text is None else text
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows |= {path: cells[1] for path in re.findall(r"`([^`]+)`", cells[0])}
+    return rows
+
+
+def test_the_layout_table_names_what_exists_and_every_package():
+    rows = layout_rows()
+    named = [path for path in rows if path.startswith("zoo/")]
+    assert [p for p in rows if not (ROOT / p).exists()] == []
+    # the files a folder's row names in its description are in that folder
+    for folder in (p for p in named if p.endswith("/")):
+        absent = [f for f in re.findall(r"`(\w+\.py)`", rows[folder]) if not (ROOT / folder / f).is_file()]
+        assert not absent, f"the {folder} row names {absent}, which are not in {folder}"
+    packages = {f"zoo/{p.name}/" for p in (ROOT / "zoo").iterdir() if (p / "__init__.py").is_file()}
+    modules = {f"zoo/{p.name}" for p in (ROOT / "zoo").glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert sorted((packages | modules) - set(named)) == [], "packages or modules of zoo/ missing from the layout table"
+    assert {"zoo/nn/", "zoo/models/", "zoo/train/", "zoo/cli/", "zoo/registry.py"} <= set(named)

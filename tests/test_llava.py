@@ -1,5 +1,5 @@
 """LLaVA: the splice, the cache, the masks, the stages, the data sets and their bad inputs,
-and train.py / zoo.cli.answer end to end on tiny runs."""
+and train.py / zoo answer end to end on tiny runs."""
 
 from __future__ import annotations
 
@@ -254,7 +254,8 @@ def run_config(tmp_path, overrides: list[str]):
 
 
 def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
-    from zoo.cli.answer import Answerer, main
+    from zoo.inference.answering import Answerer
+    from zoo.cli.commands import call
     from zoo.data.shapes_vqa import draw
     from zoo.train.run import train
 
@@ -270,18 +271,17 @@ def test_train_llava_on_shapes_then_answer_from_the_checkpoint(tmp_path):
     example.image().resize((64, 64)).save(image_path)  # another size: resized for the tower
     answer = answerer(load_image(image_path), "what color is the circle?")
     assert isinstance(answer, str) and "<image>" not in answer
-    main([f"ckpt={ckpt}", f"image={image_path}", "question=how many circles are there?"])
+    call("answer", [f"ckpt={ckpt}", f"image={image_path}", "question=how many circles are there?"])
     with pytest.raises(FileNotFoundError, match="missing.png"):
-        main([f"ckpt={ckpt}", f"image={tmp_path / 'missing.png'}", "question=what?"])
+        call("answer", [f"ckpt={ckpt}", f"image={tmp_path / 'missing.png'}", "question=what?"])
     assert draw  # the drawing used above is the data's own
     examples = (tmp_path / "examples.txt").read_text()  # the test pass shows answers next to references
     assert "prompt:" in examples and "reference:" in examples and "greedy:" in examples
-    from zoo.viz.attention_maps import main as attention_maps
-
-    attention_maps([f"ckpt={ckpt}", f"image={image_path}", "question=what color is the circle?", f"out={tmp_path / 'att'}"])
+    call("attention-maps", [f"ckpt={ckpt}", f"image={image_path}", "question=what color is the circle?",
+                            f"out={tmp_path / 'att'}"])
     assert (tmp_path / "att" / "rollout.png").is_file() and (tmp_path / "att" / "self_layer00.png").is_file()
-    with pytest.raises(SystemExit, match="image_text input .* but image input was given"):
-        attention_maps([f"ckpt={ckpt}", f"image={image_path}"])
+    with pytest.raises(ValueError, match="image_text input .* but image input was given"):
+        call("attention-maps", [f"ckpt={ckpt}", f"image={image_path}"])
 
 
 def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_path):

@@ -124,16 +124,16 @@ def test_train_test_bleu_and_translate_from_checkpoint(tmp_path, capsys):
     metrics = train(cfg)
     assert metrics["test/loss"] < 3.0  # from ln(120) = 4.8 at the start
     assert 0.0 <= metrics["test/bleu_greedy"] <= 100.0 and "test/bleu_beam" in metrics
-    from zoo.cli.translate import main
+    from zoo.cli.commands import call
 
-    main([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt im Schnee.", "beam=false"])
+    call("translate", [f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt im Schnee.",
+                       "beam=false"])
     assert capsys.readouterr().out.strip()  # some English-like text, decoded from the checkpoint
     examples = (tmp_path / "out" / "examples.txt").read_text()  # translations next to their references
     assert all(f"{key}:" in examples for key in ("source", "reference", "greedy", "beam"))
-    from zoo.viz.attention_maps import main as attention_maps
-
     att = tmp_path / "att"
-    attention_maps([f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt.", f"out={att}"])
+    call("attention-maps", [f"ckpt={tmp_path / 'out' / 'checkpoints' / 'last.ckpt'}", "text=Ein Hund rennt.",
+                            f"out={att}"])
     assert {"encoder_layer00.png", "decoder_layer00.png", "cross_layer00.png", "alignment.png"} <= {
         p.name for p in att.iterdir()}
 

@@ -10,7 +10,7 @@ from omegaconf import open_dict
 from zoo.convert.common import compose_config
 from zoo.data.moving_shapes import MovingShapes, shape_mask, trajectory
 from zoo.data.videos import shuffle_frames
-from zoo.objectives.classification import Classification
+from zoo.train.checkpoint import load
 from zoo.train.run import objective, train
 
 
@@ -86,6 +86,6 @@ def test_train_on_moving_shapes_a_few_steps(tmp_path, model):
     metrics = train(cfg)
     assert {"train/loss", "val/acc", "test/acc", "test/acc_shuffled_frames"} <= set(metrics)
     assert 0.0 <= metrics["test/acc_shuffled_frames"] <= 1.0
-    restored = Classification.load_from_checkpoint(tmp_path / "out" / "checkpoints" / "last.ckpt", weights_only=True)
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("classification",))
     assert restored.hparams.test_views == ["shuffled_frames"] and restored.hparams.class_names[0] == "circle-left"
     assert (tmp_path / "out" / "confusion.png").stat().st_size > 0

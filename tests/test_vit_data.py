@@ -14,7 +14,7 @@ from zoo.convert.common import compose_config
 from zoo.data import cifar10
 from zoo.data.cifar10 import CIFAR10, CLASSES
 from zoo.data.images import InMemoryImages
-from zoo.objectives.classification import Classification
+from zoo.train.checkpoint import load
 from zoo.train.run import train
 
 
@@ -116,16 +116,16 @@ def test_train_vit_on_cifar10_a_few_steps(image_tree: Path, extra):
     metrics = train(_config(image_tree, extra))
     assert {"train/loss", "val/acc", "test/acc", "test/loss"} <= set(metrics)
     assert 0.0 <= metrics["test/acc"] <= 1.0
-    restored = Classification.load_from_checkpoint(image_tree / "out" / "checkpoints" / "last.ckpt", weights_only=True)
+    restored = load(image_tree / "out" / "checkpoints" / "last.ckpt", accepts=("classification",))
     assert restored.hparams.num_classes == 10 and restored.hparams.label_smoothing == (0.1 if extra else 0.0)
     assert restored.hparams.class_names[:2] == ["airplane", "automobile"]
     assert (image_tree / "out" / "confusion.png").stat().st_size > 0  # the test pass leaves its confusion matrix
     if not extra:
-        from zoo.viz.attention_maps import main as attention_maps
+        from zoo.cli.commands import call
 
         image = next((image_tree / "data" / "cifar10" / "test").rglob("*.png"))
-        attention_maps([f"ckpt={image_tree / 'out' / 'checkpoints' / 'last.ckpt'}", f"image={image}",
-                        f"out={image_tree / 'att'}"])
+        call("attention-maps", [f"ckpt={image_tree / 'out' / 'checkpoints' / 'last.ckpt'}", f"image={image}",
+                                f"out={image_tree / 'att'}"])
         assert (image_tree / "att" / "rollout.png").is_file() and (image_tree / "att" / "self_layer00.png").is_file()
 
 

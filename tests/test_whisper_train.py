@@ -1,5 +1,5 @@
 """End to end: `train.py model=whisper data=fsdd` on generated FSDD files, then
-`python -m zoo.cli.transcribe` from the checkpoint it wrote."""
+`python -m zoo transcribe` from the checkpoint it wrote."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_train_then_transcribe(tmp_path):
     ckpt = tmp_path / "out" / "checkpoints" / "last.ckpt"
     clip = tmp_path / "clip.wav"
     soundfile.write(clip, tone(3, 1.0, 44100), 44100)
-    out = subprocess.run([sys.executable, "-m", "zoo.cli.transcribe", f"ckpt={ckpt}", f"audio={clip}"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "zoo", "transcribe", f"ckpt={ckpt}", f"audio={clip}"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     path, text = out.stdout.rstrip("\n").split("\t")
@@ -48,12 +48,12 @@ def test_train_then_transcribe(tmp_path):
                                                        "seven", "eight", "nine"}
     examples = (tmp_path / "out" / "examples.txt").read_text()  # transcripts next to their references
     assert "reference:" in examples and "greedy:" in examples and "beam:" in examples
-    from zoo.viz.attention_maps import main as attention_maps
+    from zoo.cli.commands import call
 
-    attention_maps([f"ckpt={ckpt}", f"audio={clip}", f"out={tmp_path / 'att'}"])
+    call("attention-maps", [f"ckpt={ckpt}", f"audio={clip}", f"out={tmp_path / 'att'}"])
     assert (tmp_path / "att" / "alignment.png").is_file() and (tmp_path / "att" / "cross_layer00.png").is_file()
-    with pytest.raises(SystemExit, match="audio input .* but text input was given"):
-        attention_maps([f"ckpt={ckpt}", "text=hello"])
+    with pytest.raises(ValueError, match="audio input .* but text input was given"):
+        call("attention-maps", [f"ckpt={ckpt}", "text=hello"])
 
 
 def test_whisper_on_text_data_fails_naming_both(tmp_path):

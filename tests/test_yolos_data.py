@@ -11,8 +11,9 @@ from zoo.convert.common import build_net, compose_config
 from zoo.data.detection import DetectionBatch, collate
 from zoo.data.moving_shapes import SHAPES
 from zoo.data.shapes_detection import ShapesDetection
-from zoo.objectives.detection import Detection, in_pixels, predictions
+from zoo.objectives.detection import in_pixels, predictions
 from zoo.objectives.set_loss import SetLoss
+from zoo.train.checkpoint import load
 from zoo.train.run import build, train
 
 
@@ -92,7 +93,7 @@ def test_train_yolos_on_shapes_detection_a_few_steps(tmp_path):
     assert {"train/loss", "train/loss_ce", "train/loss_bbox", "train/loss_giou", "val/map", "val/map_50",
             "test/loss", "test/map", "test/map_50"} <= set(metrics)
     assert 0.0 <= metrics["test/map"] <= metrics["test/map_50"] <= 1.0 and np.isfinite(metrics["test/loss"])
-    restored = Detection.load_from_checkpoint(tmp_path / "out" / "checkpoints" / "last.ckpt", weights_only=True)
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("detection",))
     assert restored.hparams.class_names == list(SHAPES) and restored.hparams.eos_coefficient == 0.1
     images = _data().split("test")[0][0][None]
     with torch.no_grad():

@@ -1,70 +1,17 @@
-"""Answer a question about an image with a LLaVA checkpoint (greedy decoding, KV cache).
+"""``zoo answer``: answer a question about an image with a LLaVA checkpoint (greedy decoding, KV cache).
 
-    python -m zoo.cli.answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
+    python -m zoo answer ckpt=outputs/llava_shapes_cpu/<run>/checkpoints/last.ckpt \\
         image=picture.png question="what color is the circle?"
-
-The checkpoint holds everything needed: the network's config, its weights, the
-tokenizer and the prompt template of the data it was trained on. The image is
-resized to the vision tower's size; the prompt's ``<image>`` placeholder becomes the
-image tokens, which go through the cache on the first decoding step.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from omegaconf import DictConfig
 
-import torch
-from PIL import Image
-from torch import nn
-
-from zoo.train.checkpoint import load
-from zoo.data.images import load_image, to_tensor
-from zoo.data.tokenizers import tokenizer_from_state
-from zoo.inference.sampling import generate
-from zoo.nn.multimodal import expand_image_placeholder
+from zoo.data.images import load_image
+from zoo.inference.answering import Answerer
 
 
-class Answerer:
-    """A LLaVA network, its tokenizer and prompt template, loaded from a zoo checkpoint."""
-
-    def __init__(self, ckpt: str | Path):
-        objective = load(ckpt, accepts=("vlm",), command="zoo.cli.answer (model=llava*)")
-        hparams = objective.hparams
-        if not hparams.tokenizer:
-            raise ValueError(f"{ckpt} holds no tokenizer: it cannot read a question")
-        self.net: nn.Module = objective.net
-        self.tokenizer = tokenizer_from_state(hparams.tokenizer)
-        self.prompt, self.max_tokens = hparams.prompt, hparams.max_answer_tokens
-
-    def inputs(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, torch.Tensor, int]:
-        """The network's inputs for one question: prompt ids (1, L) with the image tokens
-        expanded, pixels (1, 3, S, S), and where the image tokens start in the prompt."""
-        vision = self.net.embedder.vision
-        ids = self.tokenizer.encode(self.prompt.format(question=question))
-        ids, at = expand_image_placeholder(ids, self.tokenizer.image_id, vision.n_tokens, self.net.context)
-        return torch.tensor([ids]), to_tensor(image, vision.image_size)[None], at
-
-    @torch.no_grad()
-    def answer_ids(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, list[int]]:
-        """(prompt ids (1, L), greedy answer ids, end token left out)."""
-        tokens, pixels, _ = self.inputs(image, question)
-        out = generate(self.net, tokens, self.max_tokens, temperature=0, eos_id=self.tokenizer.eos_id,
-                       suppress=(self.net.embedder.image_token_id,), images=pixels)
-        answer = out[0, tokens.shape[1]:].tolist()
-        return tokens, answer[: answer.index(self.tokenizer.eos_id)] if self.tokenizer.eos_id in answer else answer
-
-    def __call__(self, image: Image.Image, question: str = "") -> str:
-        return self.tokenizer.decode(self.answer_ids(image, question)[1])
-
-
-def main(argv: list[str]) -> None:
-    args = dict(a.split("=", 1) for a in argv if "=" in a)
-    missing = [k for k in ("ckpt", "image") if k not in args]
-    if missing:
-        raise SystemExit(f"usage: python -m zoo.cli.answer ckpt=CKPT image=IMAGE question=\"...\" (missing {missing})")
-    print(Answerer(args["ckpt"])(load_image(args["image"]), args.get("question", "")))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def main(cfg: DictConfig) -> None:
+    """Print the answer to ``question`` about ``image`` (conf/answer.yaml)."""
+    print(Answerer(cfg.ckpt)(load_image(cfg.image), str(cfg.question)))

@@ -1,40 +1,20 @@
 """The family table, generated from the configs: every `model=` as a choice of
 embedder, mask and head over the same Block.
 
-    python -m zoo.cli.describe              # the Markdown table in the README
-    python -m zoo.cli.describe --masks DIR  # PNGs of each family's attention masks
+    python -m zoo describe              # the Markdown table in the README
+    python -m zoo describe masks=DIR    # and PNGs of each family's attention masks
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-import hydra
 import torch
-from omegaconf import open_dict
+from omegaconf import DictConfig
 
-from zoo.convert.common import CONF_DIR, compose_config
+from zoo.models.presets import DIMS, build, model_names
 from zoo.nn.tower import outer_towers
-
-# What the data would tell each model at start-up; the table uses these stand-ins.
-DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,
-        "eos_id": 2, "mask_id": 3, "image_token_id": 4, "special_ids": [0, 1, 2, 3, 4], "metric": "exact_match",
-        "prompt": ""}
-
-
-def model_names() -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
-
-
-def build(model: str) -> tuple[dict, torch.nn.Module]:
-    """(the model's config, its network built on the meta device: shapes only, no memory)."""
-    cfg = compose_config([f"model={model}"])
-    with open_dict(cfg):
-        cfg.dims = DIMS
-    with torch.device("meta"):
-        net = hydra.utils.instantiate(cfg.model.net)
-    return cfg.model, net
+from zoo.viz.mask_pictures import write_mask_pictures
 
 
 def _name(obj) -> str:
@@ -97,20 +77,12 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--masks", type=Path, help="write each family's mask pictures into this folder")
-    args = parser.parse_args()
+def main(cfg: DictConfig) -> None:
+    """``zoo describe [masks=DIR]`` (conf/describe.yaml): print the table; with ``masks``, write the pictures."""
     print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images and "
           f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
           "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
-    if args.masks:
-        from zoo.viz.mask_pictures import write_mask_pictures
-
-        for path in write_mask_pictures(args.masks):
+    if cfg.masks:
+        for path in write_mask_pictures(Path(cfg.masks)):
             print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

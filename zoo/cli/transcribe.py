@@ -1,7 +1,7 @@
 """Transcribe audio files with a trained speech-recognition checkpoint.
 
-    python -m zoo.cli.transcribe ckpt=outputs/train/<run>/checkpoints/best-step=3000.ckpt audio=clip.wav
-    python -m zoo.cli.transcribe ckpt=... audio=[a.wav,b.flac] beam=true
+    python -m zoo transcribe ckpt=outputs/train/<run>/checkpoints/best-step=3000.ckpt audio=clip.wav
+    python -m zoo transcribe ckpt=... audio=[a.wav,b.flac] beam=true
 
 Any sample rate is resampled to 16 kHz. Audio longer than the encoder holds (30 s for
 Whisper's shape) is transcribed in consecutive windows, with a warning, and the pieces
@@ -11,10 +11,9 @@ are joined.
 from __future__ import annotations
 
 import logging
-import sys
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig
 
 from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio
 from zoo.train.checkpoint import load
@@ -24,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def load_model(ckpt: str, device: str = "cpu") -> SpeechRecognition:
-    model: SpeechRecognition = load(ckpt, device, accepts=("asr",), command="zoo.cli.transcribe")
+    model: SpeechRecognition = load(ckpt, device, accepts=("asr",), command="zoo transcribe")
     if model.tokenizer is None or model.bos_id is None or model.eos_id is None:
         raise ValueError(f"{ckpt} holds no tokenizer or start / end tokens: it cannot transcribe")
     return model
@@ -47,16 +46,9 @@ def transcribe(model: SpeechRecognition, path: str, beam: bool = False) -> str:
     return " ".join(p for p in pieces if p)
 
 
-def main(argv: list[str]) -> None:
-    args = OmegaConf.from_cli(argv)
-    if "ckpt" not in args or "audio" not in args:
-        raise SystemExit("usage: python -m zoo.cli.transcribe ckpt=PATH audio=FILE|[FILE,...] [beam=true] [device=cpu]")
-    model = load_model(args.ckpt, args.get("device", "cpu"))
-    files = [args.audio] if isinstance(args.audio, str) else list(args.audio)
+def main(cfg: DictConfig) -> None:
+    """Print ``FILE<tab>transcript`` for each file of ``audio`` (conf/transcribe.yaml)."""
+    model = load_model(cfg.ckpt, cfg.device)
+    files = list(cfg.audio) if isinstance(cfg.audio, ListConfig) else [cfg.audio]
     for path in files:
-        print(f"{path}\t{transcribe(model, path, bool(args.get('beam', False)))}")
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    main(sys.argv[1:])
+        print(f"{path}\t{transcribe(model, str(path), cfg.beam)}")

@@ -1,10 +1,10 @@
 """Attention maps from a checkpoint: PNG heatmaps of attention weights, per layer and head.
 
-    python -m zoo.viz.attention_maps ckpt=GPT.ckpt text="ROMEO: But soft"           # self-attention (GPT, BERT, Llama)
-    python -m zoo.viz.attention_maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
-    python -m zoo.viz.attention_maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
-    python -m zoo.viz.attention_maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
-    python -m zoo.viz.attention_maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
+    python -m zoo attention-maps ckpt=GPT.ckpt text="ROMEO: But soft"           # self-attention (GPT, BERT, Llama)
+    python -m zoo attention-maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
+    python -m zoo attention-maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
+    python -m zoo attention-maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
+    python -m zoo attention-maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
 
 Files (in ``out=``, default ``attention/``): ``self_layerNN.png`` (a grid of heads; query
 positions down, key positions across) for a single stack; ``encoder_``/``decoder_``/
@@ -20,7 +20,6 @@ path (``MultiHeadAttention.keep_weights``), which computes the same outputs (tes
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,16 +34,11 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
-from zoo.train.checkpoint import load  # noqa: E402
 from zoo.data.images import load_image, to_tensor  # noqa: E402
 from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
 from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
 from zoo.viz.plots import save_figure  # noqa: E402
-
-# What each kind of input a checkpoint was trained on can be shown with.
-INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
-
 
 @contextmanager
 def kept_weights(net: nn.Module) -> Iterator[None]:
@@ -255,7 +249,7 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     """LLaVA: the language model's self-attention over image tokens + prompt + answer, and the
     rollout of the position that writes the first answer token, through the language model
     onto the image tokens and then through the vision tower onto the image patches."""
-    from zoo.cli.answer import Answerer
+    from zoo.inference.answering import Answerer
 
     answerer = Answerer(ckpt)
     net, tokenizer, tower = answerer.net, answerer.tokenizer, answerer.net.embedder.vision
@@ -280,35 +274,3 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     return plot_layers(lm, labels, labels, out, "self", title) + [
         plot_rollout(pixels[0] * 0.5 + 0.5, heat, out / "rollout.png",
                      f"{question} -> {tokenizer.decode(answer)}")]
-
-
-def main(argv: list[str]) -> None:
-    args = dict(a.split("=", 1) for a in argv if "=" in a)
-    given = [k for k in ("text", "image", "audio") if k in args]
-    if "ckpt" not in args or len(given) != 1 or len(args) != len(argv):
-        raise SystemExit("usage: python -m zoo.viz.attention_maps ckpt=PATH (text=TEXT | audio=FILE | image=FILE "
-                         "[question=TEXT]) [out=DIR]")
-    kind = "image_text" if given == ["image"] and "question" in args else given[0]
-    objective = load(args["ckpt"])
-    expects = objective.hparams.input_kind
-    accepted = {INPUT_OF_KIND[k] for k in ([expects] if isinstance(expects, str) else expects)}
-    if kind not in accepted:
-        raise SystemExit(f"{args['ckpt']} holds a model for {expects} input ({type(objective).__name__}), "
-                         f"but {kind} input was given")
-    out, title = Path(args.get("out", "attention")), Path(args["ckpt"]).name
-    out.mkdir(parents=True, exist_ok=True)
-    if kind == "text":
-        maker = translation_maps if isinstance(objective.net, EncoderDecoder) else text_maps
-        paths = maker(objective, args["text"], out, title)
-    elif kind == "audio":
-        paths = speech_maps(objective, args["audio"], out, title)
-    elif kind == "image":
-        paths = image_maps(objective, args["image"], out, title)
-    else:
-        paths = image_question_maps(args["ckpt"], args["image"], args["question"], out, title)
-    for path in paths:
-        print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

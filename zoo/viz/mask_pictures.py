@@ -1,4 +1,4 @@
-"""Pictures of each family's attention masks on a small example batch (`python -m zoo.cli.describe --masks DIR`).
+"""Pictures of each family's attention masks on a small example batch (`python -m zoo describe masks=DIR`).
 
 The example: 8 positions, the last 3 of them padding (as in the second sequence of a
 batch), and for prefix-LM masks a prefix of 4 (image + prompt). A mask with a window, a
@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from zoo.models.presets import build, model_names  # noqa: E402
 from zoo.nn.masks import causal_mask  # noqa: E402
 from zoo.viz.plots import save_figure  # noqa: E402
 
@@ -60,8 +61,6 @@ def family_masks(net) -> dict[str, torch.Tensor]:
 
 def write_mask_pictures(out_dir: Path) -> list[Path]:
     """One PNG per model config: white = may attend, dark = hidden; padded keys hatched red."""
-    from zoo.cli.describe import build, model_names
-
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for model in model_names():

@@ -1,0 +1,52 @@
+"""``zoo attention-maps``: PNG heatmaps of a checkpoint's attention weights for one input
+(the pictures and what each shows: :mod:`zoo.viz.attention_maps`).
+
+    python -m zoo attention-maps ckpt=GPT.ckpt text="ROMEO: But soft" out=attention
+    python -m zoo attention-maps ckpt=WHISPER.ckpt audio=clip.wav
+    python -m zoo attention-maps ckpt=VIT.ckpt image=cat.png
+    python -m zoo attention-maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.train.checkpoint import load
+from zoo.viz.attention_maps import image_maps, image_question_maps, speech_maps, text_maps, translation_maps
+
+# What each kind of input a checkpoint was trained on can be shown with.
+INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
+INPUTS = ("text", "audio", "image")
+
+
+def main(cfg: DictConfig) -> None:
+    """Write the maps of ``ckpt`` for the one input given (conf/attention_maps.yaml) into ``out``."""
+    given = [key for key in INPUTS if cfg[key] is not None]
+    if len(given) != 1:
+        raise ValueError(f"zoo attention-maps draws one input: give exactly one of text=, audio=, image= "
+                         f"(given: {', '.join(given) or 'none'})")
+    if cfg.question is not None and given != ["image"]:
+        raise ValueError(f"question={cfg.question!r} asks about an image: give it with image= (a LLaVA checkpoint)")
+    kind = "image_text" if cfg.question is not None else given[0]
+    objective = load(cfg.ckpt)
+    expects = objective.hparams.input_kind
+    accepted = {INPUT_OF_KIND[k] for k in ([expects] if isinstance(expects, str) else expects)}
+    if kind not in accepted:
+        raise ValueError(f"{cfg.ckpt} holds a model for {expects} input ({type(objective).__name__}), "
+                         f"but {kind} input was given")
+    out, title = Path(cfg.out), Path(cfg.ckpt).name
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "text":
+        maker = translation_maps if isinstance(objective.net, EncoderDecoder) else text_maps
+        paths = maker(objective, str(cfg.text), out, title)
+    elif kind == "audio":
+        paths = speech_maps(objective, cfg.audio, out, title)
+    elif kind == "image":
+        paths = image_maps(objective, cfg.image, out, title)
+    else:
+        paths = image_question_maps(cfg.ckpt, cfg.image, str(cfg.question), out, title)
+    for path in paths:
+        print(f"wrote {path}")

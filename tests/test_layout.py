@@ -95,13 +95,7 @@ def test_the_cycle_checker_finds_a_lazy_cycle_and_skips_type_checking_imports(tm
     assert cycles(graph) == [["zoo.a.x", "zoo.a.y", "zoo.a.z"]]
 
 
-# zoo/nn/vision_towers.py builds its ViT from zoo.models.model: the towers helper (issue 14,
-# item 2) moves that below; until it lands this case is expected to fail.
-TOWERS = pytest.mark.xfail(strict=True, reason="zoo/nn/vision_towers.py imports zoo.models (towers helper, #14)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=TOWERS) if n == "zoo.nn.vision_towers" else n
-                                  for n in sorted(n for n in modules() if n.startswith("zoo.nn"))])
+@pytest.mark.parametrize("name", sorted(n for n in modules() if n.startswith("zoo.nn")))
 def test_zoo_nn_imports_nothing_above_it(name):
     above = sorted(m for m in imported(modules()[name], modules()) if m.startswith(ABOVE_NN))
     assert above == [], f"{name} imports {above}: zoo/nn is the bottom layer"

@@ -21,10 +21,26 @@ def _name(obj) -> str:
     return type(obj).__name__
 
 
+def _mask(mask) -> str:
+    """A mask and its settings, e.g. ``LocalMask(32, True)``."""
+    settings = ", ".join(str(v) for v in vars(mask).values())
+    return f"{_name(mask)}({settings})" if settings else _name(mask)
+
+
 def _masks(tower) -> str:
     """A tower's mask, or its distinct per-layer masks in order of first use."""
-    names = [_name(m) for m in dict.fromkeys(tower.layer_masks)]
+    names = [_mask(m) for m in dict.fromkeys(tower.layer_masks)]
     return names[0] if len(names) == 1 else " / ".join(names) + " (per layer)"
+
+
+def _pattern(tower) -> str:
+    """The per-layer pattern: the shortest run of masks that repeats over the layers, and how often."""
+    masks = tower.layer_masks
+    period = next(p for p in range(1, len(masks) + 1) if all(m == masks[i % p] for i, m in enumerate(masks)))
+    if period == 1:
+        return f"{len(masks)} x same"
+    repeats, rest = divmod(len(masks), period)
+    return f"[{', '.join(_name(m) for m in masks[:period])}] x {repeats}" + (f" + {rest}" if rest else "")
 
 
 def _block_preset(cfg) -> str:
@@ -52,15 +68,17 @@ def describe(model: str) -> dict[str, str]:
     # (an encoder and a decoder may share one token embedding: count it once)
     embedding = sum(p.numel() for p in {id(p): p for t in towers.values() for p in t.embedder.parameters()}.values())
     if len(towers) == 1:
-        mask = _masks(*towers.values())
+        mask, pattern = _masks(*towers.values()), _pattern(*towers.values())
     else:
         mask = "; ".join(f"{name}: {_masks(t)}{' + cross' if t.cross_attention else ''}" for name, t in towers.items())
+        pattern = "; ".join(f"{name}: {_pattern(t)}" for name, t in towers.items())
     lengths = [getattr(t.embedder, "max_len", None) or net.context for t in outer_towers(net).values()]
     flops = net.training_flops(1, *lengths) / lengths[-1]
     return {
         "model": model,
         "embedder": " / ".join(_name(t.embedder) for t in towers.values()),
         "mask": mask,
+        "layers": pattern,
         "head": _name(net.head),
         "block": _block_preset(cfg),
         "positions": _positions(net),

@@ -59,7 +59,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--contexts", default="1024,4096,16384")
     p.add_argument("--window", type=int, default=256)
-    p.add_argument("--block", type=int, default=256, help="query/key block of the block backend")
+    p.add_argument("--block", type=int, default=256, help="query/key block of the block backend (strided)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--d-head", type=int, default=64)

@@ -163,8 +163,8 @@ class LocalMask(Mask):
 
     @property
     def attention_block(self) -> int:
-        """Blocks as wide as the window (16 to 128): a block of queries then reads two key blocks."""
-        return min(128, max(16, self.window))
+        """Blocks as wide as the window (16 to 256): a block of queries then reads two key blocks."""
+        return min(256, max(16, self.window))
 
     @property
     def picture_length(self) -> int:

@@ -21,6 +21,7 @@ OBJECTIVES: dict[str, str] = {
     "seq2seq": "zoo.objectives.seq2seq.Seq2Seq",
     "asr": "zoo.objectives.asr.SpeechRecognition",
     "classification": "zoo.objectives.classification.Classification",
+    "video_classification": "zoo.objectives.classification.VideoClassification",
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
     "detection": "zoo.objectives.detection.Detection",
 }

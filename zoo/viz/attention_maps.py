@@ -34,6 +34,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
+from zoo.data.batches import (AudioText, ImageLabels, ImageText, PaddedTokens, SequencePairs,  # noqa: E402
+                              TokenWindows)
 from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
 from zoo.train.checkpoint import load  # noqa: E402
 from zoo.data.images import load_image, to_tensor  # noqa: E402
@@ -42,8 +44,9 @@ from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
 from zoo.viz.plots import save_figure  # noqa: E402
 
-# What each kind of input a checkpoint was trained on can be shown with.
-INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
+# The input that shows the attention of a model trained on each batch type.
+INPUT_OF_BATCH = {TokenWindows: "text", PaddedTokens: "text", SequencePairs: "text", AudioText: "audio",
+                  ImageLabels: "image", ImageText: "image_text"}
 
 
 @contextmanager
@@ -284,11 +287,10 @@ def main(argv: list[str]) -> None:
                          "[question=TEXT]) [out=DIR]")
     kind = "image_text" if given == ["image"] and "question" in args else given[0]
     objective = load(args["ckpt"])
-    expects = objective.hparams.input_kind
-    accepted = {INPUT_OF_KIND[k] for k in ([expects] if isinstance(expects, str) else expects)}
+    accepted = sorted({INPUT_OF_BATCH[t] for t in type(objective).accepts if t in INPUT_OF_BATCH})
     if kind not in accepted:
-        raise SystemExit(f"{args['ckpt']} holds a model for {expects} input ({type(objective).__name__}), "
-                         f"but {kind} input was given")
+        raise SystemExit(f"{args['ckpt']} holds a model for {' or '.join(accepted) or 'no shown'} input "
+                         f"({type(objective).__name__}), but {kind} input was given")
     out, title = Path(args.get("out", "attention")), Path(args["ckpt"]).name
     out.mkdir(parents=True, exist_ok=True)
     if kind == "text":

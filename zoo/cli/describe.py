@@ -15,6 +15,7 @@ import torch
 from omegaconf import open_dict
 
 from zoo.convert.common import CONF_DIR, compose_config
+from zoo.train.compat import model_data_table
 
 # What the data would tell each model at start-up; the table uses these stand-ins.
 DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,
@@ -108,6 +109,7 @@ def main() -> None:
           f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
           "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
+    print(f"\n{model_data_table()}")
     if args.masks:
         from zoo.viz.mask_pictures import write_mask_pictures
 

@@ -10,7 +10,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo.train import run_dir
+from zoo.train import compat, run_dir
 from zoo.train.callbacks import StopOnNonFinite
 from zoo.train.checkpoint import check_resumable
 from zoo.viz.plots import plot_curves
@@ -25,15 +25,10 @@ def _choice(group: str, default: str) -> str:
 
 def build(cfg: DictConfig):
     """Instantiate (datamodule, model) from a composed config, filling ``cfg.dims`` from the data."""
+    # The batch types first: a pair that cannot work is refused before any data is read.
+    batch_type = compat.batch_type(cfg.model, cfg.data, _choice("model", "?"), _choice("data", "?"))
     datamodule = hydra.utils.instantiate(cfg.data)
-    expects, provides = cfg.model.input_kind, datamodule.provides
-    # A model may accept several kinds (a list), e.g. T5: plain text (span corruption) or text pairs.
-    accepted = [expects] if isinstance(expects, str) else list(expects)
-    if provides not in accepted:
-        raise ValueError(
-            f"model={_choice('model', '?')} expects {expects} input, but data={_choice('data', '?')} "
-            f"provides {provides}: pick a matching pair"
-        )
+    datamodule.serve(batch_type)
     datamodule.prepare_data()
     datamodule.setup("fit")
     # The model config reads facts about the data as ${dims.NAME}: all of them must be there.

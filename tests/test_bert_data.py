@@ -23,7 +23,7 @@ def test_batches_tokens_padding_and_dims(tmp_path, name):
     write_wikitext(tmp_path / "data", name)
     dm = datamodule(tmp_path, name)
     batch = next(iter(dm.train_dataloader()))
-    assert batch["tokens"].shape == batch["padding"].shape == (4, 32) and batch["padding"].dtype == torch.bool
+    assert batch.tokens.shape == batch.padding.shape == (4, 32) and batch.padding.dtype == torch.bool
     d = dm.dims
     assert d["vocab_size"] == dm.tokenizer.vocab_size <= 120 and set(d["special_ids"]) == {0, 1, 2, 3, 4}
     for split in ("train", "val", "test"):

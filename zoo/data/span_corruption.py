@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 
 import torch
-from torch import Tensor
 
 from zoo.data.batches import IGNORE, PaddedTokens, SequencePairs
 

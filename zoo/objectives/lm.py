@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from zoo.data.batches import IGNORE, TokenWindows
 from zoo.data.tokenizers import tokenizer_from_state
@@ -59,7 +59,12 @@ class NextTokenLM(Objective):
         if not self.sample_tokens or self.hparams.tokenizer is None:
             return
         tokenizer = tokenizer_from_state(self.hparams.tokenizer)
-        prompt = torch.tensor([tokenizer.encode(self.sample_prompt)], device=self.device)
+        ids = tokenizer.encode(self.sample_prompt)
+        if not ids:  # e.g. the default "\n" under a WordPiece tokenizer (data=wikitext)
+            rank_zero_warn(f"model.sample_prompt={self.sample_prompt!r} is no token for this tokenizer: no sample "
+                           f"is written (give a prompt of words)")
+            return
+        prompt = torch.tensor([ids], device=self.device)
         out = generate(self.net, prompt, self.sample_tokens, temperature=0.8, top_k=200,
                        generator=torch.Generator(device=self.device).manual_seed(0))
         text = tokenizer.decode(out[0].tolist())

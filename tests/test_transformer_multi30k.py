@@ -9,6 +9,7 @@ import torch
 from omegaconf import open_dict
 
 from zoo.convert.common import compose_config
+from zoo.data.batches import SequencePairs
 from zoo.data.multi30k import Multi30k
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.train.run import build, train
@@ -50,7 +51,7 @@ def test_batches_tokenizer_and_direction(tmp_path):
     dm = module(tmp_path)
     dm.setup()
     batch = next(iter(dm.train_dataloader()))
-    assert set(batch) == {"source", "source_padding", "target_in", "target_out", "references"}
+    assert isinstance(batch, SequencePairs) and batch.samples == len(batch.references)
     b, t = batch.target_in.shape
     assert b == 16 and batch.target_out.shape == (b, t)
     assert (batch.target_in[:, 0] == dm.dims["bos_id"]).all()

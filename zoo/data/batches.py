@@ -8,7 +8,7 @@ images, clips) for the throughput monitor.
 
 A data module declares the types it can yield (``ZooDataModule.yields``), an objective
 the types it accepts (``Objective.accepts``); train.py refuses a pair with none in common
-before anything is built (:func:`zoo.train.compat.check_pair`).
+before anything is built (:func:`zoo.train.compat.batch_type`).
 """
 
 from __future__ import annotations

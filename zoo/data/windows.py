@@ -56,6 +56,8 @@ class StreamWindows(Dataset):
         return (len(self.tokens) - 1) // self.block_size
 
     def __getitem__(self, i: int) -> TokenWindows:
+        if not 0 <= i < len(self):  # past the stream's end a slice would be short, not an error
+            raise IndexError(f"window {i} of {len(self)}")
         o = i * self.block_size
         chunk = self.tokens[o : o + self.block_size + 1].long()
         return TokenWindows(chunk[:-1], chunk[1:])

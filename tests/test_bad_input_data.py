@@ -264,7 +264,7 @@ def test_llava_answers_never_hold_the_image_placeholder(tmp_path):
     datamodule.setup("test")
     batch = next(iter(datamodule.test_dataloader()))
     with torch.no_grad():
-        assert model.net(model.prepare(batch)[0], images=batch["images"]).argmax(-1).eq(image_id).all()
+        assert model.net(model.prepare(batch)[0], images=batch.images).argmax(-1).eq(image_id).all()
     answers = model.answer_tokens(batch)
-    assert len(answers) == len(batch["tokens"]) and all(answers)
+    assert len(answers) == len(batch.tokens) and all(answers)
     assert not any(image_id in row for row in answers)

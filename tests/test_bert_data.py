@@ -6,13 +6,15 @@ import pytest
 import torch
 
 from bert_wikitext_files import write_wikitext
+from zoo.data.batches import ImageLabels, PaddedTokens, TokenWindows
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.data.wikitext import WikiText, pack, read_articles
 
 
-def datamodule(tmp_path, name="wikitext-2", **kw) -> WikiText:
+def datamodule(tmp_path, name="wikitext-2", batch_type=PaddedTokens, **kw) -> WikiText:
     dm = WikiText(str(tmp_path / "data"), str(tmp_path / "cache"), batch_size=4, name=name, seq_len=32,
                   vocab_size=120, **kw)
+    dm.serve(batch_type)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -23,7 +25,7 @@ def test_batches_tokens_padding_and_dims(tmp_path, name):
     write_wikitext(tmp_path / "data", name)
     dm = datamodule(tmp_path, name)
     batch = next(iter(dm.train_dataloader()))
-    assert batch["tokens"].shape == batch["padding"].shape == (4, 32) and batch["padding"].dtype == torch.bool
+    assert batch.tokens.shape == batch.padding.shape == (4, 32) and batch.padding.dtype == torch.bool
     d = dm.dims
     assert d["vocab_size"] == dm.tokenizer.vocab_size <= 120 and set(d["special_ids"]) == {0, 1, 2, 3, 4}
     for split in ("train", "val", "test"):
@@ -33,6 +35,30 @@ def test_batches_tokens_padding_and_dims(tmp_path, name):
         assert (ds.tokens[rows, ds.lengths.long() - 1] == d["sep_id"]).all()
         assert ((ds.tokens == d["pad_id"]) == ~(torch.arange(32)[None] < ds.lengths[:, None])).all()
     assert (dm.splits["train"].lengths < 32).any()  # an article's last sequence is padded
+
+
+def test_a_language_model_reads_windows_of_the_whole_token_stream(tmp_path):
+    """Word-level WikiText LM: each split's articles as one stream ([SEP] after each), cut in order
+    into windows; every token but the first is predicted exactly once."""
+    write_wikitext(tmp_path / "data")
+    dm = datamodule(tmp_path, batch_type=TokenWindows)
+    sep = dm.dims["sep_id"]
+    for split in ("train", "val", "test"):
+        windows = dm.splits[split]
+        articles = dm._articles(split)
+        stream = [t for ids in dm.tokenizer.encode_batch(articles) for t in (*ids, sep)]
+        assert len(windows) == (len(stream) - 1) // 32 and (torch.tensor(stream) == sep).sum() == len(articles)
+        inputs = torch.cat([w.inputs for w in windows])
+        targets = torch.cat([w.targets for w in windows])
+        assert inputs.tolist() == stream[: len(inputs)] and targets.tolist() == stream[1 : len(inputs) + 1]
+    batch = next(iter(dm.train_dataloader()))
+    assert isinstance(batch, TokenWindows) and batch.inputs.shape == batch.targets.shape == (4, 32)
+    assert batch.samples == 4 and batch.items == 4 * 32
+
+
+def test_a_type_the_data_cannot_yield_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"WikiText yields \['PaddedTokens', 'TokenWindows'\], not ImageLabels"):
+        datamodule(tmp_path, batch_type=ImageLabels)
 
 
 def test_unk_becomes_one_special_token(tmp_path):

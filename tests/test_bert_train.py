@@ -60,19 +60,29 @@ def test_fine_tune_from_hf_checkpoint_dir(tmp_path):
     assert model.hparams.net["n_layers"] == 1 and model.hparams.net["block"]["d_model"] == 24
     batch = next(iter(datamodule.val_dataloader()))
     with torch.no_grad():
-        ref = hf(input_ids=batch["tokens"], attention_mask=batch["padding"].long()).logits
-        out = model.eval().net(batch["tokens"], key_padding=batch["padding"])
-    assert_matches(out, ref, batch["padding"][:, :, None], what="MLM logits")
+        ref = hf(input_ids=batch.tokens, attention_mask=batch.padding.long()).logits
+        out = model.eval().net(batch.tokens, key_padding=batch.padding)
+    assert_matches(out, ref, batch.padding[:, :, None], what="MLM logits")
     metrics = train(cfg)
     assert metrics["test/loss"] == metrics["test/loss"]
     ckpt = torch.load(tmp_path / "out" / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["net"]["block"]["d_model"] == 24  # reloads in the checkpoint's shape
 
 
-def test_bert_on_character_data_fails_naming_both_sides(tmp_path):
+def test_bert_on_audio_data_fails_at_start_up_naming_both_sides(tmp_path):
+    cfg = compose_config(["model=bert", "data=fsdd", f"paths.data_dir={tmp_path / 'data'}",
+                          f"paths.cache_dir={tmp_path / 'cache'}"])
+    with pytest.raises(ValueError, match=r"^model=\? \(MaskedLM\) reads PaddedTokens batches, but data=\? \(FSDD\) "
+                                         r"yields AudioText: pick a matching pair"):
+        build(cfg)
+
+
+def test_bert_lacking_what_the_data_must_tell_it_fails_naming_both_sides(tmp_path):
+    """The data's facts the model config reads (${dims.*}) must all be there: a character corpus
+    serving a language model has no [MASK] (with model=bert it serves PaddedTokens, which have one)."""
     (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
     (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text("First Citizen:\nBefore we proceed.\n" * 50)
-    cfg = compose_config(["model=bert", "data=tinyshakespeare", "data.check=false",
+    cfg = compose_config(["model=bert", "data=tinyshakespeare", "data.check=false", "model._target_=zoo.objectives.lm.NextTokenLM",
                           f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}"])
     with pytest.raises(ValueError, match=r"needs \['mask_id', 'special_ids'\].*provides only \['vocab_size'\]"):
         build(cfg)

@@ -294,7 +294,7 @@ def test_the_run_seed_picks_the_init_the_training_examples_and_their_order(tmp_p
         L.seed_everything(cfg.seed)  # as zoo.train.run.train does
         data, model = build(cfg)
         batch = next(iter(data.train_dataloader()))
-        return model.net.embedder.vision.model.embedder.patchify.weight, batch["images"], batch["tokens"]
+        return model.net.embedder.vision.model.embedder.patchify.weight, batch.images, batch.tokens
 
     first, again, other = start(3), start(3), start(4)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
@@ -331,16 +331,21 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
     assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 
 
-def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):
-    from zoo.train.run import train
-
-    root = tmp_path / "data" / "flickr8k"
+def write_flickr8k(data: Path) -> None:
+    """30 generated images with five captions each in data=flickr8k's layout under ``data``."""
+    root = data / "flickr8k"
     (root / "Images").mkdir(parents=True)
     names = [f"{i}_x.jpg" for i in range(30)]
     for i, name in enumerate(names):
         Image.new("RGB", (48, 40), (8 * i, 60, 200 - 5 * i)).save(root / "Images" / name)
     captions = ["a dog runs on the grass .", "two people walk .", "a red car .", "a child plays .", "a big dog ."]
     (root / "captions.txt").write_text("image,caption\n" + "".join(f"{n},{c}\n" for n in names for c in captions))
+
+
+def test_train_llava_gpt_on_flickr8k_reports_bleu(tmp_path):
+    from zoo.train.run import train
+
+    write_flickr8k(tmp_path / "data")
     cfg = run_config(tmp_path / "out", ["model=llava_gpt", "data=flickr8k", f"paths.data_dir={tmp_path / 'data'}",
                                         "trainer.max_steps=2", "data.min_count=1", "model.max_answer_tokens=6",
                                         *TINY])

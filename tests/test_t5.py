@@ -10,6 +10,7 @@ transformers = pytest.importorskip("transformers")
 
 from exactness import assert_matches  # noqa: E402
 from zoo.convert.t5 import from_transformers, load_pretrained  # noqa: E402
+from zoo.data.batches import PaddedTokens  # noqa: E402
 from zoo.data.span_corruption import SpanCorruption, noise_spans  # noqa: E402
 from zoo.inference.decoding import beam_search, greedy, strip_eos  # noqa: E402
 from zoo.nn.relative_bias import RelativePositionBias  # noqa: E402
@@ -126,14 +127,14 @@ def test_span_corruption_reconstructs_the_text():
     tokens = torch.randint(0, 1000, (4, 64))
     padding = torch.ones(4, 64, dtype=torch.bool)
     padding[3, 40:] = False
-    out = sc(tokens, padding)
+    out = sc(PaddedTokens(tokens, padding))
     noise = 0
     for i in range(4):
-        src = out["source"][i][out["source_padding"][i]].tolist()
-        tgt = out["target_out"][i][out["target_out"][i] != -100].tolist()
+        src = out.source[i][out.source_padding[i]].tolist()
+        tgt = out.target_out[i][out.target_out[i] != -100].tolist()
         assert src[-1] == tgt[-1] == sc.eos_id
-        assert out["target_in"][i, 0] == sc.start_id
-        assert out["target_in"][i, 1 : len(tgt)].tolist() == tgt[:-1]  # shifted right
+        assert out.target_in[i, 0] == sc.start_id
+        assert out.target_in[i, 1 : len(tgt)].tolist() == tgt[:-1]  # shifted right
         # Put the spans back into the gaps: the original tokens come back.
         spans, current = {}, None
         for t in tgt[:-1]:
@@ -158,7 +159,8 @@ def test_noise_spans_have_the_configured_statistics():
 
 
 def test_t5_trains_on_text_blocks_through_span_corruption():
-    """model=t5 on plain text (e.g. data=wikitext: {"tokens", "padding"} batches)."""
+    """model=t5 on plain text (e.g. data=wikitext: PaddedTokens batches)."""
+    import hydra
     from omegaconf import open_dict
 
     from zoo.convert.common import compose_config
@@ -173,8 +175,8 @@ def test_t5_trains_on_text_blocks_through_span_corruption():
     tokens = torch.randint(1, 300, (4, 48))
     padding = torch.ones(4, 48, dtype=torch.bool)
     padding[2, 30:] = False
-    batch = model.on_before_batch_transfer({"tokens": tokens, "padding": padding}, 0)
-    assert batch["target_in"][:, 0].eq(300 + 101).all() and batch["source"].max() < 402
+    batch = model.on_before_batch_transfer(PaddedTokens(tokens, padding), 0)
+    assert batch.target_in[:, 0].eq(300 + 101).all() and batch.source.max() < 402
     loss, n = model.loss(batch)
     assert torch.isfinite(loss) and n > 0
     loss.backward()

@@ -9,6 +9,7 @@ import torch
 from omegaconf import open_dict
 
 from zoo.convert.common import compose_config
+from zoo.data.batches import SequencePairs
 from zoo.data.multi30k import Multi30k
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.train.run import build, train
@@ -50,22 +51,22 @@ def test_batches_tokenizer_and_direction(tmp_path):
     dm = module(tmp_path)
     dm.setup()
     batch = next(iter(dm.train_dataloader()))
-    assert set(batch) == {"source", "source_padding", "target_in", "target_out", "references"}
-    b, t = batch["target_in"].shape
-    assert b == 16 and batch["target_out"].shape == (b, t)
-    assert (batch["target_in"][:, 0] == dm.dims["bos_id"]).all()
-    real = batch["target_out"] != -100
-    last = batch["target_out"].gather(1, (real.sum(1) - 1)[:, None])
+    assert isinstance(batch, SequencePairs) and batch.samples == len(batch.references)
+    b, t = batch.target_in.shape
+    assert b == 16 and batch.target_out.shape == (b, t)
+    assert (batch.target_in[:, 0] == dm.dims["bos_id"]).all()
+    real = batch.target_out != -100
+    last = batch.target_out.gather(1, (real.sum(1) - 1)[:, None])
     assert (last == dm.dims["eos_id"]).all()
     # teacher forcing: target_in is target_out shifted right by one
-    assert torch.equal(batch["target_in"][:, 1:][real[:, 1:]], batch["target_out"][:, :-1][real[:, 1:]])
+    assert torch.equal(batch.target_in[:, 1:][real[:, 1:]], batch.target_out[:, :-1][real[:, 1:]])
     # detokenized target == raw reference; the state round-trips through a checkpoint dict
     tok = tokenizer_from_state(dm.tokenizer.state())
-    ids = batch["target_out"][0][real[0]].tolist()[:-1]
-    assert tok.decode(ids) == batch["references"][0]
+    ids = batch.target_out[0][real[0]].tolist()[:-1]
+    assert tok.decode(ids) == batch.references[0]
     assert (tmp_path / "cache" / "multi30k").is_dir() and list((tmp_path / "cache" / "multi30k").glob("bpe120-*.json"))
     # length buckets keep padding small
-    assert batch["source_padding"].float().mean() > 0.7
+    assert batch.source_padding.float().mean() > 0.7
     # en -> de
     rev = module(tmp_path, src="en", tgt="de")
     rev.setup()
@@ -142,7 +143,8 @@ def test_decoder_only_model_on_pairs_fails_naming_both(tmp_path):
     write_corpus(tmp_path / "data")
     cfg = compose_config(["model=gpt", "data=multi30k", f"paths.data_dir={tmp_path / 'data'}",
                           f"paths.cache_dir={tmp_path / 'cache'}", "paths.output_dir=x"])
-    with pytest.raises(ValueError, match="model=.*expects text input, but data=.*provides text_pairs"):
+    with pytest.raises(ValueError, match=r"model=.* \(NextTokenLM\) reads TokenWindows batches, but data=.* "
+                                         r"\(Multi30k\) yields SequencePairs: pick a matching pair"):
         build(cfg)
 
 

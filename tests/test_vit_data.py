@@ -137,7 +137,8 @@ def test_vit_on_text_data_fails_at_start_up_naming_both_sides(tmp_path: Path):
         cwd=repo, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode != 0
-    assert "model=vit expects image input, but data=tinyshakespeare provides text" in run.stderr
+    assert ("model=vit (Classification) reads ImageLabels batches, but data=tinyshakespeare (TinyShakespeare) "
+            "yields TokenWindows or PaddedTokens" in run.stderr)
 
 
 def test_randaugment_keeps_shape_and_only_touches_training():

@@ -25,14 +25,44 @@ def setup(dm):
     dm.prepare_data()
     dm.setup()
     batch = dm._collate([dm.dataset("test")[0]])
-    assert batch["source"].shape[:2] == (1, 80) and batch["references"] == [dm.splits["test"][0].text]
+    assert batch.source.shape[:2] == (1, 80) and batch.references == [dm.splits["test"][0].text]
     return dm
 
 
+def write_yesno(root: Path) -> None:
+    for name in ["0_0_1_0_1_0_1_1", "1_1_1_1_0_0_0_0", "0_1_0_1_0_1_0_1", "1_0_0_0_1_1_1_0"]:
+        wav(root / "yesno" / "waves_yesno" / f"{name}.wav", rate=8000)
+
+
+def write_ljspeech(root: Path) -> None:
+    rows = [f"LJ001-000{i}|Chapter {i}, page {i}.|Chapter one, page {i}." for i in range(1, 5)]
+    for i in range(1, 5):
+        wav(root / "LJSpeech-1.1" / "wavs" / f"LJ001-000{i}.wav", rate=22050)
+    (root / "LJSpeech-1.1" / "metadata.csv").write_text("\n".join(rows) + "\n")
+
+
+def write_librispeech(root: Path) -> None:
+    for subset, speaker in (("train-clean-100", 19), ("dev-clean", 84), ("test-clean", 121)):
+        chapter = root / "LibriSpeech" / subset / str(speaker) / "198"
+        lines = []
+        for utt in range(2):
+            wav(chapter / f"{speaker}-198-000{utt}.flac", fmt="FLAC")
+            lines.append(f"{speaker}-198-000{utt} HELLO {subset.upper()} NUMBER {utt}")
+        (chapter / f"{speaker}-198.trans.txt").write_text("\n".join(lines) + "\n")
+
+
+def write_speechcommands(root: Path) -> None:
+    folder = root / "SpeechCommands" / "speech_commands_v0.02"
+    for word in ("yes", "no", "backward"):
+        for speaker in ("aa11", "bb22", "cc33"):
+            wav(folder / word / f"{speaker}_nohash_0.wav", seconds=0.3)
+    wav(folder / "_background_noise_" / "noise.wav")
+    (folder / "validation_list.txt").write_text("yes/bb22_nohash_0.wav\n")
+    (folder / "testing_list.txt").write_text("no/cc33_nohash_0.wav\nbackward/cc33_nohash_0.wav\n")
+
+
 def test_yesno(tmp_path):
-    labels = ["0_0_1_0_1_0_1_1", "1_1_1_1_0_0_0_0", "0_1_0_1_0_1_0_1", "1_0_0_0_1_1_1_0"]
-    for name in labels:
-        wav(tmp_path / "yesno" / "waves_yesno" / f"{name}.wav", rate=8000)
+    write_yesno(tmp_path)
     dm = setup(YesNo(str(tmp_path), str(tmp_path / "cache"), 2, val_fraction=0.25, test_fraction=0.25))
     assert [len(dm.splits[s]) for s in ("train", "val", "test")] == [2, 1, 1]
     texts = {e.text for s in dm.splits.values() for e in s}
@@ -40,24 +70,14 @@ def test_yesno(tmp_path):
 
 
 def test_ljspeech(tmp_path):
-    root = tmp_path / "LJSpeech-1.1"
-    rows = [f"LJ001-000{i}|Chapter {i}, page {i}.|Chapter one, page {i}." for i in range(1, 5)]
-    for i in range(1, 5):
-        wav(root / "wavs" / f"LJ001-000{i}.wav", rate=22050)
-    root.joinpath("metadata.csv").write_text("\n".join(rows) + "\n")
+    write_ljspeech(tmp_path)
     dm = setup(LJSpeech(str(tmp_path), str(tmp_path / "cache"), 2, val_fraction=0.25, test_fraction=0.25))
     assert sum(len(s) for s in dm.splits.values()) == 4
     assert all(e.text.startswith("chapter one, page ") for s in dm.splits.values() for e in s)
 
 
 def test_librispeech_subsets(tmp_path):
-    for subset, speaker in (("train-clean-100", 19), ("dev-clean", 84), ("test-clean", 121)):
-        chapter = tmp_path / "LibriSpeech" / subset / str(speaker) / "198"
-        lines = []
-        for utt in range(2):
-            wav(chapter / f"{speaker}-198-000{utt}.flac", fmt="FLAC")
-            lines.append(f"{speaker}-198-000{utt} HELLO {subset.upper()} NUMBER {utt}")
-        (chapter / f"{speaker}-198.trans.txt").write_text("\n".join(lines) + "\n")
+    write_librispeech(tmp_path)
     dm = setup(LibriSpeech(str(tmp_path), str(tmp_path / "cache"), 2, tokenizer="bpe", bpe_vocab_size=60))
     assert [e.text for e in dm.splits["test"]] == ["hello test-clean number 0", "hello test-clean number 1"]
     assert dm.tokenizer.decode(dm.tokenizer.encode("hello train-clean number 0")) == "hello train-clean number 0"
@@ -67,13 +87,7 @@ def test_librispeech_subsets(tmp_path):
 
 
 def test_speechcommands_official_split(tmp_path):
-    folder = tmp_path / "SpeechCommands" / "speech_commands_v0.02"
-    for word in ("yes", "no", "backward"):
-        for speaker in ("aa11", "bb22", "cc33"):
-            wav(folder / word / f"{speaker}_nohash_0.wav", seconds=0.3)
-    wav(folder / "_background_noise_" / "noise.wav")
-    (folder / "validation_list.txt").write_text("yes/bb22_nohash_0.wav\n")
-    (folder / "testing_list.txt").write_text("no/cc33_nohash_0.wav\nbackward/cc33_nohash_0.wav\n")
+    write_speechcommands(tmp_path)
     dm = setup(SpeechCommands(str(tmp_path), str(tmp_path / "cache"), 2))
     assert [len(dm.splits[s]) for s in ("train", "val", "test")] == [6, 1, 2]
     assert sorted(e.text for e in dm.splits["test"]) == ["backward", "no"]

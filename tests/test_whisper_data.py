@@ -77,14 +77,14 @@ def test_batches_are_padded_for_the_encoder(tmp_path):
     write_fsdd(tmp_path)
     dm = fsdd(tmp_path, num_workers=0)
     batch = next(iter(dm.test_dataloader()))
-    source, padding = batch["source"], batch["source_padding"]
+    source, padding = batch.source, batch.source_padding
     assert source.shape[:2] == (4, 80) and padding.shape == (4, AudioEmbedder.positions_for(source.shape[-1]))
     t, bos, eos = dm.tokenizer, dm.dims["bos_id"], dm.dims["eos_id"]
-    assert (batch["target_in"][:, 0] == bos).all()
-    for i, ref in enumerate(batch["references"]):
+    assert (batch.target_in[:, 0] == bos).all()
+    for i, ref in enumerate(batch.references):
         n = len(ref)
-        assert t.decode(batch["target_in"][i, 1 : n + 1].tolist()) == ref
-        assert batch["target_out"][i, n] == eos and (batch["target_out"][i, n + 1 :] == IGNORE).all()
+        assert t.decode(batch.target_in[i, 1 : n + 1].tolist()) == ref
+        assert batch.target_out[i, n] == eos and (batch.target_out[i, n + 1 :] == IGNORE).all()
         frames = len(dm.splits["test"][i].load()) // 160
         assert padding[i].sum() == AudioEmbedder.positions_for(frames)
 

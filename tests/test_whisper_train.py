@@ -60,5 +60,5 @@ def test_whisper_on_text_data_fails_naming_both(tmp_path):
     cfg = compose_config(["model=whisper", "data=tinyshakespeare", f"paths.data_dir={tmp_path}"])
     with open_dict(cfg):
         cfg.paths.output_dir = str(tmp_path)
-    with pytest.raises(ValueError, match="expects audio input.*provides text"):
+    with pytest.raises(ValueError, match="reads AudioText batches, but data=.*yields TokenWindows or PaddedTokens"):
         build(cfg)

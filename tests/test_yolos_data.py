@@ -8,7 +8,8 @@ from omegaconf import open_dict
 from torchmetrics.detection import MeanAveragePrecision
 
 from zoo.convert.common import build_net, compose_config
-from zoo.data.detection import DetectionBatch, collate
+from zoo.data.batches import ImageBoxes
+from zoo.data.detection import collate
 from zoo.data.moving_shapes import SHAPES
 from zoo.data.shapes_detection import ShapesDetection
 from zoo.objectives.detection import in_pixels, predictions
@@ -56,7 +57,7 @@ def test_boxes_are_the_tight_boxes_of_the_shapes_inside_the_image():
 def test_batches_hold_the_images_and_one_target_per_image():
     data = _data()
     batch = next(iter(data.train_dataloader()))
-    assert isinstance(batch, DetectionBatch) and batch.images.shape == (4, 3, 64, 64) and len(batch.targets) == 4
+    assert isinstance(batch, ImageBoxes) and batch.images.shape == (4, 3, 64, 64) and len(batch.targets) == 4
     assert -1 <= batch.images.min() < batch.images.max() <= 1
 
 

@@ -21,6 +21,7 @@ OBJECTIVES: dict[str, str] = {
     "seq2seq": "zoo.objectives.seq2seq.Seq2Seq",
     "asr": "zoo.objectives.asr.SpeechRecognition",
     "classification": "zoo.objectives.classification.Classification",
+    "video_classification": "zoo.objectives.classification.VideoClassification",
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
     "detection": "zoo.objectives.detection.Detection",
 }
@@ -35,6 +36,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.classification.Classification": "classification",
     "zoo.objectives.vlm.VisionLanguageLM": "vlm",
     "zoo.objectives.detection.Detection": "detection",  # newer than the short names: listed for the set's completeness
+    "zoo.objectives.classification.VideoClassification": "video_classification",  # newer too, likewise
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from zoo.models.encoder_decoder import EncoderDecoder
+from zoo.data.batches import AudioText, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
 from zoo.train.checkpoint import load
 from zoo.viz.attention_maps import image_maps, image_question_maps, speech_maps, text_maps, translation_maps
 
-# What each kind of input a checkpoint was trained on can be shown with.
-INPUT_OF_KIND = {"text": "text", "text_pairs": "text", "audio": "audio", "image": "image", "image_text": "image_text"}
+# The input that shows the attention of a model trained on each batch type.
+INPUT_OF_BATCH = {TokenWindows: "text", PaddedTokens: "text", SequencePairs: "text", AudioText: "audio",
+                  ImageLabels: "image", ImageText: "image_text"}
 INPUTS = ("text", "audio", "image")
 
 
@@ -32,15 +33,15 @@ def main(cfg: DictConfig) -> None:
         raise ValueError(f"question={cfg.question!r} asks about an image: give it with image= (a LLaVA checkpoint)")
     kind = "image_text" if cfg.question is not None else given[0]
     objective = load(cfg.ckpt)
-    expects = objective.hparams.input_kind
-    accepted = {INPUT_OF_KIND[k] for k in ([expects] if isinstance(expects, str) else expects)}
+    accepted = sorted({INPUT_OF_BATCH[t] for t in type(objective).accepts if t in INPUT_OF_BATCH})
     if kind not in accepted:
-        raise ValueError(f"{cfg.ckpt} holds a model for {expects} input ({type(objective).__name__}), "
-                         f"but {kind} input was given")
+        raise ValueError(f"{cfg.ckpt} holds a model for {' or '.join(accepted) or 'no shown'} input "
+                         f"({type(objective).__name__}), but {kind} input was given")
     out, title = Path(cfg.out), Path(cfg.ckpt).name
     out.mkdir(parents=True, exist_ok=True)
     if kind == "text":
-        maker = translation_maps if isinstance(objective.net, EncoderDecoder) else text_maps
+        cross = any(tower.cross_attention for tower in objective.net.towers.values())  # an encoder-decoder
+        maker = translation_maps if cross else text_maps
         paths = maker(objective, str(cfg.text), out, title)
     elif kind == "audio":
         paths = speech_maps(objective, cfg.audio, out, title)

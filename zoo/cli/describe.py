@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from zoo.models.presets import DIMS, build, model_names
 from zoo.nn.tower import outer_towers
+from zoo.train.compat import model_data_table
 from zoo.viz.mask_pictures import write_mask_pictures
 
 
@@ -101,6 +102,7 @@ def main(cfg: DictConfig) -> None:
           f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
           "(encoder-decoders: at the full source and target lengths, per target token).\n")
     print(table())
+    print(f"\n{model_data_table()}")
     if cfg.masks:
         for path in write_mask_pictures(Path(cfg.masks)):
             print(f"wrote {path}")

@@ -42,7 +42,7 @@ def transcribe(model: SpeechRecognition, path: str, beam: bool = False) -> str:
     for start in range(0, len(wave), window):
         features = log_mel(wave[start : start + window].to(model.device))[None]
         prompt = torch.tensor([[model.bos_id]], device=model.device)
-        pieces.append(model.transcribe_batch({"source": features, "target_in": prompt}, beam)[0])
+        pieces.append(model.tokenizer.decode(model.decode(features, prompt, beam=beam)[0]))
     return " ".join(p for p in pieces if p)
 
 

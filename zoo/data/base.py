@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import lightning as L
 import torch
@@ -18,11 +19,14 @@ class ZooDataModule(L.LightningDataModule):
 
     ``batch_size`` is the *global* batch (what a recipe means); each rank loads
     ``batch_size / world_size`` and a batch that does not divide fails clearly.
-    Subclasses set ``provides`` (the kind of input they yield), ``dims`` (facts the
-    model config needs, e.g. the vocabulary size) and ``tokenizer`` where they have one.
+    Subclasses set ``yields`` (the batch types of :mod:`zoo.data.batches` they can yield,
+    the default first), ``dims`` (facts the model config needs, e.g. the vocabulary size)
+    and ``tokenizer`` where they have one. A module that yields several types (a text corpus:
+    token windows for a language model, padded sequences for a masked LM) yields
+    ``batch_type``, which train.py sets (:meth:`serve`) to the one the objective accepts.
     """
 
-    provides: str = ""
+    yields: ClassVar[tuple[type, ...]] = ()
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, num_workers: int = 0):
         super().__init__()
@@ -31,6 +35,14 @@ class ZooDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.dims: dict = {}
         self.tokenizer = None
+        self.batch_type: type = self.yields[0]
+
+    def serve(self, batch_type: type) -> None:
+        """Yield ``batch_type`` batches (one of :attr:`yields`); call before ``setup``."""
+        if batch_type not in self.yields:
+            raise ValueError(f"{type(self).__name__} yields {[t.__name__ for t in self.yields]}, "
+                             f"not {batch_type.__name__}")
+        self.batch_type = batch_type
 
     @property
     def rank_batch_size(self) -> int:

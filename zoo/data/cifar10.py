@@ -21,6 +21,7 @@ import torchvision
 from torch import Tensor
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import ImageLabels
 from zoo.data.images import InMemoryImages, collate_batch, decode_image_folder
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -40,7 +41,7 @@ def _folder_fingerprint(root: Path) -> str:
 
 
 class CIFAR10(ZooDataModule):
-    """CIFAR-10 as (images (B, 3, 32, 32) normalised float, labels (B,)) batches.
+    """CIFAR-10 as :class:`ImageLabels` batches: images (B, 3, 32, 32) normalised float, labels (B,).
 
     Splits: ``val_size`` images held out of the official training set (a seeded
     permutation; 0 = none, validation then reports the test set), train = the rest,
@@ -54,7 +55,7 @@ class CIFAR10(ZooDataModule):
         download: fetch the official archive when no copy is found.
     """
 
-    provides = "image"
+    yields = (ImageLabels,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, val_size: int = 5000, seed: int = 1337,
                  crop_padding: int = 4, flip: bool = True, randaugment: str | None = None,

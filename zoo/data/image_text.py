@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import to_tensor
 from zoo.data.tokenizers import WordTokenizer
 
@@ -33,7 +34,7 @@ class Example:
 
 
 class ImageTextItems(Dataset):
-    """Examples -> dicts of tensors: image (3, S, S), tokens / targets (L,), prefix_len, index."""
+    """Examples -> dicts of tensors: images (3, S, S), tokens / targets (L,), prefix_len, example_ids."""
 
     def __init__(self, examples, tokenizer: WordTokenizer, image_size: int, resize: bool = True):
         self.examples, self.tokenizer = examples, tokenizer
@@ -52,33 +53,33 @@ class ImageTextItems(Dataset):
             "tokens": torch.tensor(seq[:-1]),
             "targets": torch.tensor(targets),
             "prefix_len": torch.tensor(len(prompt)),
-            "index": torch.tensor(i),
+            "example_ids": torch.tensor(i),
         }
 
 
-def collate(items: list[dict[str, Tensor]], pad_id: int = 0) -> dict[str, Tensor]:
-    """Stack items, right-padding tokens (``pad_id``) and targets (-100) to the longest."""
+def collate(items: list[dict[str, Tensor]], pad_id: int = 0) -> ImageText:
+    """Stack items into :class:`ImageText`, right-padding tokens (``pad_id``) and targets (-100) to the longest."""
     width = max(len(it["tokens"]) for it in items)
 
     def pad(key: str, value: int) -> Tensor:
         return torch.stack([torch.cat([it[key], it[key].new_full((width - len(it[key]),), value)]) for it in items])
 
-    out = {"tokens": pad("tokens", pad_id), "targets": pad("targets", -100)}
-    return out | {k: torch.stack([it[k] for it in items]) for k in ("images", "prefix_len", "index")}
+    stacked = {k: torch.stack([it[k] for it in items]) for k in ("images", "prefix_len", "example_ids")}
+    return ImageText(tokens=pad("tokens", pad_id), targets=pad("targets", IGNORE), **stacked)
 
 
 class ImageTextData(ZooDataModule):
     """Base data module for (image, prompt, answer) data sets.
 
     Subclasses fill ``self.examples[split]`` (lists of :class:`Example`) and
-    ``self.tokenizer`` in ``setup``. Batches are dicts (see :func:`collate`).
+    ``self.tokenizer`` in ``setup``. Batches are :class:`ImageText` (see :func:`collate`).
 
     Args:
         image_size: side of the square images the vision tower takes.
         resize: resize images of another size (else fail with both sizes).
     """
 
-    provides = "image_text"
+    yields = (ImageText,)
     prompt = "<image>"  # the prompt template; ``{question}`` is filled in where there is one
     metric = "exact_match"  # or "bleu" (captions)
 

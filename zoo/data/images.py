@@ -17,6 +17,8 @@ from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from zoo.data.batches import ImageLabels
+
 
 def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[Tensor, Tensor, list[str]]:
     """``root/<class>/*.{png,jpg,jpeg}`` -> (images (N, C, H, W) uint8, labels (N,) int64, classes).
@@ -43,7 +45,7 @@ def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[T
     return torch.stack(images), labels, folder.classes
 
 
-def collate_batch(batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+def collate_batch(batch: ImageLabels) -> ImageLabels:
     """The DataLoader's collate_fn for :class:`InMemoryImages`, whose batches come ready-made."""
     return batch
 
@@ -81,13 +83,13 @@ class InMemoryImages(Dataset):
         images, labels = self.__getitems__([index])
         return images[0], labels[0]
 
-    def __getitems__(self, indices: list[int]) -> tuple[Tensor, Tensor]:
-        """indices -> (images (B, C, H, W) float, labels (B,))."""
+    def __getitems__(self, indices: list[int]) -> ImageLabels:
+        """indices -> ImageLabels(images (B, C, H, W) float, labels (B,))."""
         index = torch.as_tensor(indices)
         images = self.images[index]
         if self.augment:
             images = self._augment(images)
-        return (images.float() - self.mean) / self.std, self.labels[index]
+        return ImageLabels((images.float() - self.mean) / self.std, self.labels[index])
 
     def _augment(self, images: Tensor) -> Tensor:
         """(B, C, H, W) uint8 -> (B, C, H, W) uint8, each image cropped / flipped on its own."""

@@ -24,6 +24,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import VideoClips
 from zoo.data.videos import normalise
 
 SHAPES = ("circle", "square", "triangle")
@@ -93,14 +94,14 @@ class MovingShapesClips(Dataset):
         label = int(rng.integers(self.num_classes))
         return make_clip(rng, label, **self.options), label
 
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        """-> (clip (T, 3, H, W) normalised float, label () int64)."""
+    def __getitem__(self, index: int) -> VideoClips:
+        """-> VideoClips(clip (T, 3, H, W) normalised float, label () int64)."""
         clip, label = self.clip(index)
-        return normalise(clip, MEAN, STD), torch.tensor(label)
+        return VideoClips(normalise(clip, MEAN, STD), torch.tensor(label))
 
 
 class MovingShapes(ZooDataModule):
-    """Moving shapes as (clips (B, T, 3, H, W) float in [-1, 1], labels (B,)) batches.
+    """Moving shapes as :class:`VideoClips` batches: clips (B, T, 3, H, W) float in [-1, 1], labels (B,).
 
     Args:
         frames, image_size: the clips' length and side in pixels.
@@ -111,7 +112,7 @@ class MovingShapes(ZooDataModule):
         train_size, val_size, test_size: clips per split.
     """
 
-    provides = "video"
+    yields = (VideoClips,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, frames: int = 8, image_size: int = 32,
                  shapes: list[str] = SHAPES, directions: list[str] = tuple(DIRECTIONS), distractor: float = 0.5,

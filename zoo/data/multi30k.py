@@ -22,6 +22,7 @@ from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
@@ -30,7 +31,6 @@ from zoo.data.tokenizers import HFTokenizer, train_bpe
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown
-IGNORE = -100  # target_out at padding (the loss ignores it)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -96,8 +96,8 @@ class LengthBuckets(Dataset):
         return [self.pairs[j] for j in self.batches[i]]
 
 
-def collate(items: list[tuple[list[int], list[int], str]], pad: int, bos: int, eos: int) -> dict:
-    """Pad a batch into the sequence-to-sequence format (see zoo.objectives.seq2seq)."""
+def collate(items: list[tuple[list[int], list[int], str]], pad: int, bos: int, eos: int) -> SequencePairs:
+    """Pad a batch of (source ids, target ids, target text) into :class:`SequencePairs`."""
     b = len(items)
     s, t = max(len(x[0]) for x in items), max(len(x[1]) for x in items) + 1
     source = torch.full((b, s), pad, dtype=torch.long)
@@ -107,8 +107,7 @@ def collate(items: list[tuple[list[int], list[int], str]], pad: int, bos: int, e
         source[i, : len(src)] = torch.tensor(src)
         target_in[i, : len(tgt) + 1] = torch.tensor([bos, *tgt])
         target_out[i, : len(tgt) + 1] = torch.tensor([*tgt, eos])
-    return {"source": source, "source_padding": source != pad, "target_in": target_in,
-            "target_out": target_out, "references": [x[2] for x in items]}
+    return SequencePairs(source, source != pad, target_in, target_out, [x[2] for x in items])
 
 
 class Collate:
@@ -135,7 +134,7 @@ class Multi30k(ZooDataModule):
         tokenizer_from: the checkpoint a run fine-tunes (its tokenizer instead of a new BPE).
     """
 
-    provides = "text_pairs"
+    yields = (SequencePairs,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
                  vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",

@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import ImageBoxes
 from zoo.data.detection import collate
 from zoo.data.moving_shapes import SHAPES, SPLIT_ID, shape_mask
 from zoo.data.videos import normalise
@@ -79,7 +80,7 @@ class ShapesDetectionImages(Dataset):
 
 
 class ShapesDetection(ZooDataModule):
-    """Shapes to detect, as :class:`zoo.data.detection.DetectionBatch` batches.
+    """Shapes to detect, as :class:`ImageBoxes` batches.
 
     Args:
         image_size: the images' side in pixels.
@@ -89,7 +90,7 @@ class ShapesDetection(ZooDataModule):
         train_size, val_size, test_size: images per split.
     """
 
-    provides = "image_boxes"
+    yields = (ImageBoxes,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int = 64,
                  shapes: list[str] = SHAPES, max_objects: int = 6, radius: tuple[float, float] = (4.0, 12.0),

@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 
 import torch
-from torch import Tensor
 
-IGNORE = -100
+from zoo.data.batches import IGNORE, PaddedTokens, SequencePairs
+
 
 
 def random_segmentation(rng: random.Random, num_items: int, num_segments: int) -> list[int]:
@@ -46,7 +46,7 @@ def noise_spans(rng: random.Random, length: int, noise_density: float, mean_span
 
 
 class SpanCorruption:
-    """Text blocks {"tokens", "padding"} -> sequence-to-sequence batches.
+    """:class:`PaddedTokens` text blocks -> :class:`SequencePairs`.
 
     Args:
         vocab_size: the data's vocabulary size V (sentinels and specials come after it).
@@ -80,10 +80,9 @@ class SpanCorruption:
             pos = end
         return source + tokens[pos:] + [self.eos_id], target + [self.eos_id]
 
-    def __call__(self, tokens: Tensor, padding: Tensor | None = None) -> dict:
-        """tokens (B, L) ids, padding (B, L) True at real tokens -> a seq2seq batch
-        (source, source_padding, target_in, target_out; see zoo.objectives.seq2seq)."""
-        lengths = padding.sum(1).tolist() if padding is not None else [tokens.shape[1]] * len(tokens)
+    def __call__(self, batch: PaddedTokens) -> SequencePairs:
+        """tokens (B, L) ids, padding (B, L) True at real tokens -> source/target pairs (no references)."""
+        tokens, lengths = batch.tokens, batch.padding.sum(1).tolist()
         pairs = [self.corrupt(row[:n]) for row, n in zip(tokens.tolist(), lengths)]
         b, s, t = len(pairs), max(len(p[0]) for p in pairs), max(len(p[1]) for p in pairs)
         source = torch.zeros(b, s, dtype=torch.long)
@@ -95,5 +94,5 @@ class SpanCorruption:
             source_padding[i, : len(src)] = True
             target_in[i, : len(tgt)] = torch.tensor([self.start_id, *tgt[:-1]])
             target_out[i, : len(tgt)] = torch.tensor(tgt)
-        return {"source": source.to(tokens.device), "source_padding": source_padding.to(tokens.device),
-                "target_in": target_in.to(tokens.device), "target_out": target_out.to(tokens.device)}
+        device = tokens.device
+        return SequencePairs(source.to(device), source_padding.to(device), target_in.to(device), target_out.to(device))

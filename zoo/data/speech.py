@@ -23,12 +23,12 @@ from torch.utils.data import Dataset
 
 from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import IGNORE, AudioText
 from zoo.data.tokenizers import CharTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder
 
 log = logging.getLogger(__name__)
 
-IGNORE = -100  # target_out at padding (cross-entropy's ignore_index)
 SPECIALS = ("<pad>", "<s>", "</s>")
 BPE_SPECIALS = (*SPECIALS, "<unk>")  # the BPE model needs an unknown token
 
@@ -128,8 +128,8 @@ class SpeechExamples(Dataset):
         return features, torch.tensor(self.tokenizer.encode(example.text), dtype=torch.long), example.text
 
 
-def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id: int, pad_id: int) -> dict:
-    """Pad a list of examples into a sequence-to-sequence batch (see zoo.objectives.seq2seq):
+def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id: int, pad_id: int) -> AudioText:
+    """Pad a list of examples into an :class:`AudioText` batch:
 
     source (B, 80, F) log-mel, padded with each utterance's silence level; source_padding
     (B, S) True at real encoder positions (S = the audio embedder's output length);
@@ -147,12 +147,11 @@ def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id:
     bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
     target_in = pad_sequence([torch.cat([bos, t]) for t in ids], batch_first=True, padding_value=pad_id)
     target_out = pad_sequence([torch.cat([t, eos]) for t in ids], batch_first=True, padding_value=IGNORE)
-    return {"source": source, "source_padding": source_padding, "target_in": target_in,
-            "target_out": target_out, "references": list(texts)}
+    return AudioText(source, source_padding, target_in, target_out, list(texts))
 
 
 class SpeechDataModule(ZooDataModule):
-    """Base of the speech-recognition data modules (``provides = "audio"``).
+    """Base of the speech-recognition data modules (:class:`AudioText` batches).
 
     Args (besides :class:`ZooDataModule`'s):
         tokenizer: ``char`` (one token per character of the transcripts) or ``bpe`` (a BPE
@@ -166,7 +165,7 @@ class SpeechDataModule(ZooDataModule):
         lowercase: lower-case the transcripts (LibriSpeech and LJSpeech are upper / mixed case).
     """
 
-    provides = "audio"
+    yields = (AudioText,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
                  bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import torch
+from torch.utils.data import Dataset
 
 from zoo.train.checkpoint import tokenizer_of
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.data.tokenizers import CharTokenizer
-from zoo.data.windows import RandomWindows
+from zoo.data.windows import RandomWindows, Unpadded
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SIZE = 1_115_394
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+MLM_SPECIALS = ("[PAD]", "[MASK]")  # BERT's names (ids 0, 1) for PaddedTokens batches
 
 
 class TinyShakespeare(ZooDataModule):
@@ -23,6 +26,11 @@ class TinyShakespeare(ZooDataModule):
     the whole run); validation is a fixed set of ``val_batches`` windows of the val
     split. The dataset has no test split: ``test`` reports the val split.
 
+    Batches: :class:`TokenWindows` (a language model), or the same windows as
+    :class:`PaddedTokens` (a masked LM, span corruption); for those the character vocabulary
+    starts with ``[PAD]`` and ``[MASK]``, which ``dims`` names (``pad_id``, ``mask_id``,
+    ``special_ids``).
+
     Args:
         block_size: tokens per window (the model's context).
         check: verify the official file's size and hash (off for hand-made files).
@@ -31,7 +39,7 @@ class TinyShakespeare(ZooDataModule):
             one token per character.
     """
 
-    provides = "text"
+    yields = (TokenWindows, PaddedTokens)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
                  train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
@@ -51,7 +59,10 @@ class TinyShakespeare(ZooDataModule):
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path} is missing: run prepare_data() or put the file there")
         text = utf8_text(self.path.read_bytes(), self.path)
-        self.tokenizer = tokenizer_of(self.tokenizer_from) if self.tokenizer_from else CharTokenizer.from_text(text)
+        # Only a masked LM needs specials: a language model's vocabulary stays one id per character.
+        specials = MLM_SPECIALS if self.batch_type is PaddedTokens else ()
+        self.tokenizer = (tokenizer_of(self.tokenizer_from) if self.tokenizer_from
+                          else CharTokenizer.from_text(text, specials))
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if self.tokenizer.vocab_size <= 256 else torch.int32)
         n = int(0.9 * len(ids))
         if min(n, len(ids) - n) <= self.block_size + 1:  # RandomWindows' need, said here with the file's name
@@ -60,13 +71,18 @@ class TinyShakespeare(ZooDataModule):
                              f"than {self.block_size + 1} in each")
         self.splits = {"train": ids[:n], "val": ids[n:]}
         self.dims = {"vocab_size": self.tokenizer.vocab_size}
+        if self.batch_type is PaddedTokens:
+            ids = [self.tokenizer.token_id(t) for t in MLM_SPECIALS]
+            self.dims |= {"pad_id": ids[0], "mask_id": ids[1], "special_ids": ids}
+
+    def _windows(self, split: str, batches: int, seed: int) -> Dataset:
+        windows = RandomWindows(self.splits[split], self.block_size, batches * self.batch_size, seed)
+        return windows if self.batch_type is TokenWindows else Unpadded(windows)
 
     def train_dataloader(self):
-        windows = RandomWindows(self.splits["train"], self.block_size, self.train_batches * self.batch_size, self.seed)
-        return self.loader(windows, train=True)
+        return self.loader(self._windows("train", self.train_batches, self.seed), train=True)
 
     def val_dataloader(self):
-        windows = RandomWindows(self.splits["val"], self.block_size, self.val_batches * self.batch_size, self.seed + 1)
-        return self.loader(windows)
+        return self.loader(self._windows("val", self.val_batches, self.seed + 1))
 
     test_dataloader = val_dataloader

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import VideoClips
 from zoo.data.videos import InMemoryClips, decode_video, fit_clip, warn_fitted
 
 VIDEO_URL = "https://www.crcv.ucf.edu/data/UCF101/UCF101.rar"
@@ -47,7 +48,7 @@ def read_split_list(path: Path, classes: list[str]) -> list[tuple[str, int]]:
 
 
 class UCF101(ZooDataModule):
-    """UCF101 as (clips (B, T, 3, S, S) float in [-1, 1], labels (B,)) batches.
+    """UCF101 as :class:`VideoClips` batches: clips (B, T, 3, S, S) float in [-1, 1], labels (B,).
 
     Args:
         frames, image_size: what each clip becomes (T frames of S x S pixels).
@@ -58,7 +59,7 @@ class UCF101(ZooDataModule):
         flip: random horizontal flips in training.
     """
 
-    provides = "video"
+    yields = (VideoClips,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, frames: int = 8, image_size: int = 32,
                  fold: int = 1, val_groups: int = 2, resize: bool = True, flip: bool = True, num_workers: int = 0):

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from zoo.data.batches import VideoClips
+
 
 def decode_video(path: str | Path) -> Tensor:
     """All frames of a video file as RGB: (T, 3, H, W) uint8. PyAV (``pip install av``, the
@@ -78,7 +80,7 @@ def normalise(clips: Tensor, mean: list[float], std: list[float]) -> Tensor:
 
 
 class InMemoryClips(Dataset):
-    """uint8 clips (N, T, C, H, W) + labels (N,) -> (clip (T, C, H, W) normalised float, label);
+    """uint8 clips (N, T, C, H, W) + labels (N,) -> VideoClips(clip (T, C, H, W) normalised float, label);
     ``flip``: a random horizontal flip per clip (training), from torch's global generator."""
 
     def __init__(self, clips: Tensor, labels: Tensor, mean: list[float], std: list[float], flip: bool = False):
@@ -87,8 +89,8 @@ class InMemoryClips(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+    def __getitem__(self, index: int) -> VideoClips:
         clip = self.clips[index]
         if self.flip and torch.rand(()) < 0.5:
             clip = clip.flip(-1)
-        return normalise(clip, self.mean, self.std), self.labels[index]
+        return VideoClips(normalise(clip, self.mean, self.std), self.labels[index])

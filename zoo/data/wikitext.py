@@ -1,5 +1,6 @@
-"""WikiText-2 / WikiText-103 (Merity et al. 2016), tokenized or raw, as padded sequences of
-WordPiece ids for masked-LM (and other encoder) training.
+"""WikiText-2 / WikiText-103 (Merity et al. 2016), tokenized or raw, in WordPiece ids: padded
+sequences (masked LM, span corruption) or windows of the concatenated token stream (a
+language model, as word-level WikiText LM is done).
 
 Files are read from ``${data_dir}`` in the official archive layouts::
 
@@ -22,9 +23,11 @@ from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer
+from zoo.data.windows import StreamWindows
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
 ARCHIVES = {"wikitext-2": "wikitext-2-v1", "wikitext-2-raw": "wikitext-2-raw-v1",
@@ -81,7 +84,7 @@ def pack(articles: list[list[int]], length: int, pad_id: int, cls_id: int | None
 
 
 class PackedSequences(Dataset):
-    """Item i: {"tokens": (L,) int64, "padding": (L,) bool, True = real token}."""
+    """Item i: ``PaddedTokens(tokens (L,) int64, padding (L,) bool, True = real token)``."""
 
     def __init__(self, tokens: Tensor, lengths: Tensor):
         self.tokens, self.lengths = tokens, lengths
@@ -90,12 +93,14 @@ class PackedSequences(Dataset):
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        return {"tokens": self.tokens[i].long(), "padding": self.positions < self.lengths[i]}
+    def __getitem__(self, i: int) -> PaddedTokens:
+        return PaddedTokens(self.tokens[i].long(), self.positions < self.lengths[i])
 
 
 class WikiText(ZooDataModule):
-    """WikiText as batches {"tokens": (B, L) int64, "padding": (B, L) bool, True = real}.
+    """WikiText as :class:`PaddedTokens` batches (B, seq_len): each article cut into sequences,
+    or as :class:`TokenWindows` (B, seq_len): the split's articles concatenated into one
+    stream (``[SEP]`` after each), cut in order into windows (shuffled for training).
 
     The tokenizer is a WordPiece trained on the train split (``vocab_size`` entries), cached
     under ``${cache_dir}/wikitext`` and reused; or, with ``tokenizer_from``, the tokenizer of the
@@ -104,12 +109,12 @@ class WikiText(ZooDataModule):
 
     Args:
         name: wikitext-2, wikitext-2-raw, wikitext-103 or wikitext-103-raw.
-        seq_len: tokens per sequence, [CLS] and [SEP] included.
-        wrap: put [CLS] ... [SEP] around every sequence (BERT's input format).
+        seq_len: tokens per sequence, [CLS] and [SEP] included (per window).
+        wrap: put [CLS] ... [SEP] around every sequence (BERT's input format; not in windows).
         lowercase: lower-case before WordPiece (an uncased BERT).
     """
 
-    provides = "text"
+    yields = (PaddedTokens, TokenWindows)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, name: str = "wikitext-2",
                  seq_len: int = 128, vocab_size: int = 8192, wrap: bool = True, lowercase: bool = True,
@@ -119,7 +124,7 @@ class WikiText(ZooDataModule):
             raise ValueError(f"data.name={name!r}: expected one of {sorted(ARCHIVES)}")
         self.name, self.seq_len, self.vocab_size, self.wrap = name, seq_len, vocab_size, wrap
         self.lowercase, self.tokenizer_from = lowercase, tokenizer_from
-        self.splits: dict[str, PackedSequences] = {}
+        self.splits: dict[str, PackedSequences | StreamWindows] = {}
 
     def prepare_data(self) -> None:
         paths = [split_path(self.data_dir, self.name, s) for s in SPLIT_FILES]
@@ -175,9 +180,14 @@ class WikiText(ZooDataModule):
         cls_id, sep_id = (ids["[CLS]"], ids["[SEP]"]) if self.wrap else (None, None)
         for split, texts in articles.items():
             # In chunks of articles: WikiText-103's ids as one Python list would take gigabytes.
-            chunks = [pack(tok.encode_batch(texts[i : i + 1000]), self.seq_len, ids["[PAD]"], cls_id, sep_id)
-                      for i in range(0, len(texts), 1000)]
-            self.splits[split] = PackedSequences(*(torch.cat(parts) for parts in zip(*chunks)))
+            encoded = (tok.encode_batch(texts[i : i + 1000]) for i in range(0, len(texts), 1000))
+            if self.batch_type is TokenWindows:
+                stream = torch.cat([torch.tensor([t for a in chunk for t in (*a, ids["[SEP]"])], dtype=torch.int32)
+                                    for chunk in encoded])
+                self.splits[split] = StreamWindows(stream, self.seq_len)
+            else:
+                chunks = [pack(chunk, self.seq_len, ids["[PAD]"], cls_id, sep_id) for chunk in encoded]
+                self.splits[split] = PackedSequences(*(torch.cat(parts) for parts in zip(*chunks)))
         self.dims = {"vocab_size": tok.vocab_size, "pad_id": ids["[PAD]"], "mask_id": ids["[MASK]"],
                      "cls_id": ids["[CLS]"], "sep_id": ids["[SEP]"], "special_ids": sorted(ids.values())}
 

@@ -1,9 +1,12 @@
-"""Language-model batches: random windows of a token stream, deterministic by index."""
+"""Language-model batches: windows of a token stream, random (deterministic by index) or in order."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 from torch.utils.data import Dataset
+
+from zoo.data.batches import PaddedTokens, TokenWindows
 
 _MASK64 = (1 << 64) - 1
 
@@ -17,7 +20,7 @@ def _mix(x: int) -> int:
 
 
 class RandomWindows(Dataset):
-    """Item i is (tokens[o : o+L], tokens[o+1 : o+L+1]) at a pseudo-random offset o that
+    """Item i is ``TokenWindows(tokens[o : o+L], tokens[o+1 : o+L+1])`` at a pseudo-random offset o that
     depends only on (seed, i), as nanoGPT's ``get_batch`` samples them.
 
     Because an item is a pure function of its index, a run resumed at batch k sees
@@ -33,7 +36,43 @@ class RandomWindows(Dataset):
     def __len__(self) -> int:
         return self.num_samples
 
-    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+    def __getitem__(self, i: int) -> TokenWindows:
         o = _mix(self.seed * 1_000_003 + i) % (len(self.tokens) - self.block_size - 1)
         chunk = self.tokens[o : o + self.block_size + 1].long()
-        return chunk[:-1], chunk[1:]
+        return TokenWindows(chunk[:-1], chunk[1:])
+
+
+class StreamWindows(Dataset):
+    """The token stream cut in order into windows of ``block_size``: item i is
+    ``TokenWindows(tokens[iL : iL+L], tokens[iL+1 : iL+L+1])``; every token but the first is
+    predicted once (word-level WikiText LM's evaluation; shuffled, its training)."""
+
+    def __init__(self, tokens: Tensor, block_size: int):
+        if len(tokens) <= block_size:
+            raise ValueError(f"{len(tokens)} tokens are too few for one window of {block_size} + 1")
+        self.tokens, self.block_size = tokens, block_size
+
+    def __len__(self) -> int:
+        return (len(self.tokens) - 1) // self.block_size
+
+    def __getitem__(self, i: int) -> TokenWindows:
+        if not 0 <= i < len(self):  # past the stream's end a slice would be short, not an error
+            raise IndexError(f"window {i} of {len(self)}")
+        o = i * self.block_size
+        chunk = self.tokens[o : o + self.block_size + 1].long()
+        return TokenWindows(chunk[:-1], chunk[1:])
+
+
+class Unpadded(Dataset):
+    """The inputs of a window dataset as :class:`PaddedTokens` with no padding (masked LM,
+    span corruption on a token stream): item i is ``PaddedTokens(inputs, all True)``."""
+
+    def __init__(self, windows: Dataset):
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> PaddedTokens:
+        inputs = self.windows[i].inputs
+        return PaddedTokens(inputs, torch.ones_like(inputs, dtype=torch.bool))

@@ -6,15 +6,18 @@ from __future__ import annotations
 import torch
 from torchmetrics.text import CharErrorRate, WordErrorRate
 
+from zoo.data.batches import AudioText
 from zoo.objectives.seq2seq import Seq2Seq
 
 
 class SpeechRecognition(Seq2Seq):
-    """:class:`Seq2Seq` (teacher-forced cross-entropy) on audio batches, plus WER and CER:
+    """:class:`Seq2Seq` (teacher-forced cross-entropy) on :class:`AudioText` batches, plus WER and CER:
     of greedy transcripts at validation (``val/wer``, ``val/cer``), of greedy and, with
     ``decoding.beam_size > 1``, beam-search transcripts at test (``test/wer``, ``test/cer``,
     ``test/wer_beam``, ``test/cer_beam``). BLEU is off.
     """
+
+    accepts = (AudioText,)
 
     def __init__(self, *args, **kwargs):
         kwargs["bleu"] = False
@@ -24,29 +27,25 @@ class SpeechRecognition(Seq2Seq):
             for stage in ("val", "test", "test_beam") for kind, metric in (("wer", WordErrorRate), ("cer", CharErrorRate))
         })
 
-    def transcribe_batch(self, batch: dict, beam: bool = False) -> list[str]:
-        """Decoded transcripts of a batch (``source``, ``source_padding``, ``target_in``'s start token)."""
-        return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
-
-    def _score(self, batch: dict, stage: str, beam: bool) -> list[str]:
+    def _score(self, batch: AudioText, stage: str, beam: bool) -> list[str]:
         """Log the WER and CER of the batch's transcripts; return the transcripts."""
-        hypotheses = self.transcribe_batch(batch, beam)
+        hypotheses = self.decode_batch(batch, beam)
         suffix = "_beam" if beam else ""
         for kind in ("wer", "cer"):
             metric = self.metrics[f"{stage}{suffix}_{kind}"]
-            metric.update(hypotheses, batch["references"])
+            metric.update(hypotheses, batch.references)
             self.log(f"{stage}/{kind}{suffix}", metric, prog_bar=not beam, batch_size=len(hypotheses))
         return hypotheses
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
+    def validation_step(self, batch: AudioText, batch_idx: int) -> None:
         super().validation_step(batch, batch_idx)
         self._score(batch, "val", beam=False)
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
+    def test_step(self, batch: AudioText, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
-        self.log("test/loss", loss, sync_dist=True, batch_size=len(batch["target_out"]))
+        self.log("test/loss", loss, sync_dist=True, batch_size=batch.samples)
         outputs = {"greedy": self._score(batch, "test", beam=False)}
         if self.decoding["beam_size"] > 1:
             outputs["beam"] = self._score(batch, "test", beam=True)
         self.show_examples([{"reference": ref, **dict(zip(outputs, hyps))}
-                            for ref, *hyps in zip(batch["references"], *outputs.values())])
+                            for ref, *hyps in zip(batch.references, *outputs.values())])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import hydra
 import lightning as L
@@ -28,15 +28,15 @@ def plain(cfg: Any) -> Any:
 
 class Objective(L.LightningModule):
     """Base Lightning module: owns ``self.net`` (built from its config), the optimizer
-    and the schedule. Subclasses implement ``training_step`` / ``validation_step``.
+    and the schedule. Subclasses implement ``training_step`` / ``validation_step`` and say
+    in ``accepts`` which batch types of :mod:`zoo.data.batches` they read (train.py refuses
+    data that yields none of them).
 
     Args:
         net: the network's config (a Hydra ``_target_`` tree); stored in the checkpoint
             so that ``zoo.train.checkpoint.load`` rebuilds the same network (every ``_target_`` in it
             must be in :data:`zoo.registry.ALLOWED_TARGETS`).
         optim: AdamW + schedule settings (conf/optim).
-        input_kind: what the network reads (text, image, audio, ...); train.py checks it
-            against what the data module provides.
         compile: apply ``torch.compile`` to the network.
         tokenizer: the data's tokenizer state, stored so that a checkpoint can decode.
         init_from: what the network starts from (fine-tuning): a zoo checkpoint (a .ckpt
@@ -48,14 +48,24 @@ class Objective(L.LightningModule):
             directory: the net config reshaped to the checkpoint, and the net holding its
             weights. The reshaped config is what the checkpoint stores (``init_from`` is
             not: the weights are in the checkpoint, so reloading never reads it again).
+        input_kind: read from checkpoints written before the batch types, which stored the
+            kind of input here; unused (``accepts`` says it now).
         lora: ``{r, alpha, dropout, targets}``: train LoRA adapters on the Block's linear layers
             named in ``targets`` (q, k, v, out, gate, fc_in, fc_out), the rest frozen
             (``zoo.train.lora``); stored, so that a checkpoint rebuilds the same adapters.
     """
 
-    def __init__(self, net: Any, optim: Any, input_kind: str, compile: bool = False,
-                 tokenizer: dict | None = None, init_from: str | None = None, converter: str | None = None,
-                 lora: dict | None = None):
+    accepts: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def accepted(cls, model_cfg: Any) -> tuple[type, ...]:
+        """The batch types this objective reads when configured by ``model_cfg`` (the model
+        config: an objective may need a part configured to read a type; by default ``accepts``)."""
+        return cls.accepts
+
+    def __init__(self, net: Any, optim: Any, compile: bool = False, tokenizer: dict | None = None,
+                 init_from: str | None = None, converter: str | None = None, lora: dict | None = None,
+                 input_kind: Any = None):
         super().__init__()
         check_optim(plain(optim))
         net_cfg = plain(net)
@@ -75,9 +85,8 @@ class Objective(L.LightningModule):
             apply_lora(self.net, **lora)
             trainable, total = lora_counts(self.net)
             rank_zero_info(f"LoRA {lora}: {trainable:,} of {total:,} parameters train ({trainable / total:.2%})")
-        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "input_kind": plain(input_kind),
-                                   "compile": compile, "tokenizer": plain(tokenizer), "converter": converter,
-                                   "lora": lora})
+        self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "compile": compile,
+                                   "tokenizer": plain(tokenizer), "converter": converter, "lora": lora})
         self.forward_net = torch.compile(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 
@@ -99,14 +108,9 @@ class Objective(L.LightningModule):
             Path(self.trainer.default_root_dir, "examples.txt").write_text(text + "\n")
 
     def batch_counts(self, batch) -> tuple[int, int]:
-        """(samples, items) in a batch for the throughput monitor: items are real tokens
-        where the batch marks padding, else positions of its first tensor."""
-        if isinstance(batch, dict):
-            if "padding" in batch:
-                return batch["padding"].shape[0], int(batch["padding"].sum())
-            batch = list(batch.values())
-        first = next(t for t in batch if isinstance(t, torch.Tensor))
-        return first.shape[0], first.shape[0] * (first.shape[1] if first.dim() == 2 else 1)
+        """(samples, items) in a batch for the throughput monitor, as its type counts them
+        (:mod:`zoo.data.batches`: real tokens, images, clips)."""
+        return batch.samples, batch.items
 
     def configure_optimizers(self):
         o = self.hparams.optim

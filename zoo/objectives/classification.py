@@ -11,6 +11,7 @@ from timm.data import Mixup
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
 
+from zoo.data.batches import ImageLabels, VideoClips
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
 from zoo.viz.plots import plot_confusion
@@ -21,7 +22,8 @@ TEST_VIEWS = {"shuffled_frames": shuffle_frames}  # video clips (B, T, ...) with
 
 
 class Classification(Objective):
-    """Cross-entropy of the class logits. Batches are (inputs, labels (B,) int).
+    """Cross-entropy of the class logits. Batches are :class:`ImageLabels` (images, labels (B,) int);
+    :class:`VideoClassification` reads video clips.
 
     Args (besides :class:`Objective`'s):
         num_classes: number of classes (the head's width).
@@ -37,6 +39,8 @@ class Classification(Objective):
 
     The test pass leaves ``confusion.png`` (the test set's confusion matrix) in the run directory.
     """
+
+    accepts = (ImageLabels,)
 
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,
@@ -61,8 +65,8 @@ class Classification(Objective):
         self.confusion = MulticlassConfusionMatrix(num_classes)
         self.view_accuracy = nn.ModuleDict({name: MulticlassAccuracy(num_classes, average="micro") for name in test_views})
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        inputs, labels = batch
+    def training_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> Tensor:
+        inputs, labels = batch  # images or clips: the network's one input, and the labels
         self.flops_per_batch = self.net.batch_flops(inputs)
         if self.mixup is not None:
             if inputs.shape[0] % 2:
@@ -78,7 +82,7 @@ class Classification(Objective):
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
-    def _evaluate(self, batch: tuple[Tensor, Tensor], split: str) -> Tensor:
+    def _evaluate(self, batch: ImageLabels | VideoClips, split: str) -> Tensor:
         """Log loss and accuracy of a batch; return its logits (B, num_classes)."""
         inputs, labels = batch
         logits = self.forward_net(inputs).float()
@@ -87,10 +91,10 @@ class Classification(Objective):
         self.log(f"{split}/acc", self.accuracy[split], prog_bar=True)
         return logits
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+    def test_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> None:
         inputs, labels = batch
         self.confusion.update(self._evaluate(batch, "test"), labels)
         for name, accuracy in self.view_accuracy.items():
@@ -105,3 +109,9 @@ class Classification(Objective):
         if self.trainer.is_global_zero and matrix.sum() > 0:
             names = self.hparams.class_names or [str(i) for i in range(self.num_classes)]
             plot_confusion(matrix, names, Path(self.trainer.default_root_dir) / "confusion.png")
+
+
+class VideoClassification(Classification):
+    """:class:`Classification` of video clips (ViViT, VideoMAE): batches are :class:`VideoClips`."""
+
+    accepts = (VideoClips,)

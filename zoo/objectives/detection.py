@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torchmetrics.detection import MeanAveragePrecision
 from torchvision.ops import box_convert
 
-from zoo.data.detection import DetectionBatch
+from zoo.data.batches import ImageBoxes
 from zoo.nn.detection import Detections
 from zoo.objectives.base import Objective, plain
 from zoo.objectives.set_loss import SetLoss
@@ -35,7 +35,7 @@ def in_pixels(targets: list[dict[str, Tensor]], image_size: int) -> list[dict[st
 
 class Detection(Objective):
     """DETR's set loss (:class:`zoo.objectives.set_loss.SetLoss`) of the detection tokens' classes and
-    boxes. Batches are :class:`zoo.data.detection.DetectionBatch`.
+    boxes. Batches are :class:`zoo.data.batches.ImageBoxes`.
 
     Args (besides :class:`Objective`'s):
         num_classes: object classes (the head adds a "no object" class).
@@ -51,6 +51,8 @@ class Detection(Objective):
     Logs ``<split>/loss`` and its parts; validation and test also ``<split>/map`` and
     ``<split>/map_50`` (COCO mean average precision over IoU 0.5:0.95, and at IoU 0.5).
     """
+
+    accepts = (ImageBoxes,)
 
     def __init__(self, *args, num_classes: int, class_names: list[str] | None = None, max_objects: int | None = None,
                  pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None,
@@ -73,7 +75,7 @@ class Detection(Objective):
         # faster-coco-eval: the maintained COCO evaluator (pycocotools' results, faster), in the detection extra
         self.mean_ap = nn.ModuleDict({split: MeanAveragePrecision(backend="faster_coco_eval") for split in ("val", "test")})
 
-    def _losses(self, batch: DetectionBatch, split: str) -> tuple[Detections, Tensor]:
+    def _losses(self, batch: ImageBoxes, split: str) -> tuple[Detections, Tensor]:
         """Log the set loss and its parts; return (the network's output, the loss)."""
         out = self.forward_net(batch.images)
         losses = self.set_loss(out.logits.float(), out.boxes.float(), batch.targets)
@@ -82,11 +84,11 @@ class Detection(Objective):
                      batch_size=len(batch.targets))
         return out, losses["loss"]
 
-    def training_step(self, batch: DetectionBatch, batch_idx: int) -> Tensor:
+    def training_step(self, batch: ImageBoxes, batch_idx: int) -> Tensor:
         self.flops_per_batch = self.net.batch_flops(batch.images)
         return self._losses(batch, "train")[1]
 
-    def _evaluate(self, batch: DetectionBatch, split: str) -> None:
+    def _evaluate(self, batch: ImageBoxes, split: str) -> None:
         out, _ = self._losses(batch, split)
         self.mean_ap[split].update(predictions(out, self.image_size), in_pixels(batch.targets, self.image_size))
 
@@ -96,13 +98,13 @@ class Detection(Objective):
         self.log(f"{split}/map", result["map"])
         self.log(f"{split}/map_50", result["map_50"])
 
-    def validation_step(self, batch: DetectionBatch, batch_idx: int) -> None:
+    def validation_step(self, batch: ImageBoxes, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
     def on_validation_epoch_end(self) -> None:
         self._log_mean_ap("val")
 
-    def test_step(self, batch: DetectionBatch, batch_idx: int) -> None:
+    def test_step(self, batch: ImageBoxes, batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
     def on_test_epoch_end(self) -> None:

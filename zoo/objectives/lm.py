@@ -6,47 +6,50 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
+from zoo.data.batches import IGNORE, TokenWindows
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.sampling import generate
 from zoo.objectives.base import Objective
 
 
 class NextTokenLM(Objective):
-    """Cross-entropy of the next token. Batches are (inputs, targets), both (B, L) ids.
+    """Cross-entropy of the next token. Batches are :class:`TokenWindows` (inputs, targets (B, L) ids).
 
     Args (besides :class:`Objective`'s):
         sample_prompt / sample_tokens: at the end of training, a sample of this many
             tokens after this prompt is printed and saved to ``samples.txt``.
     """
 
+    accepts = (TokenWindows,)
+
     def __init__(self, *args, sample_prompt: str = "\n", sample_tokens: int = 300, **kwargs):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
 
-    def logits_and_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """batch: (inputs, targets) or (inputs, targets, extra), ``extra`` being keyword
-        inputs of the network (e.g. images). Targets of -100 carry no loss (e.g. a prompt)."""
-        inputs, targets, *extra = batch
-        logits = self.forward_net(inputs, **(extra[0] if extra else {}))
-        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+    def logits_and_loss(self, inputs: torch.Tensor, targets: torch.Tensor,
+                        **net_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """inputs, targets (B, L) ids -> (logits (B, L, V), mean loss); ``net_inputs``: the network's
+        other inputs (e.g. images). Targets of -100 carry no loss (e.g. a prompt)."""
+        logits = self.forward_net(inputs, **net_inputs)
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
 
-    def loss(self, batch) -> torch.Tensor:
-        return self.logits_and_loss(batch)[1]
+    def loss(self, batch: TokenWindows) -> torch.Tensor:
+        return self.logits_and_loss(batch.inputs, batch.targets)[1]
 
-    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        self.flops_per_batch = self.net.batch_flops(batch[0])
+    def training_step(self, batch: TokenWindows, batch_idx: int) -> torch.Tensor:
+        self.flops_per_batch = self.net.batch_flops(batch.inputs)
         loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # the global batch's loss
         return loss
 
-    def validation_step(self, batch, batch_idx: int) -> None:
+    def validation_step(self, batch: TokenWindows, batch_idx: int) -> None:
         loss = self.loss(batch)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
         self.log("val/ppl", loss.exp(), sync_dist=True)
 
-    def test_step(self, batch, batch_idx: int) -> None:
+    def test_step(self, batch: TokenWindows, batch_idx: int) -> None:
         loss = self.loss(batch)
         self.log("test/loss", loss, sync_dist=True)
         self.log("test/ppl", loss.exp(), sync_dist=True)
@@ -56,7 +59,12 @@ class NextTokenLM(Objective):
         if not self.sample_tokens or self.hparams.tokenizer is None:
             return
         tokenizer = tokenizer_from_state(self.hparams.tokenizer)
-        prompt = torch.tensor([tokenizer.encode(self.sample_prompt)], device=self.device)
+        ids = tokenizer.encode(self.sample_prompt)
+        if not ids:  # e.g. the default "\n" under a WordPiece tokenizer (data=wikitext)
+            rank_zero_warn(f"model.sample_prompt={self.sample_prompt!r} is no token for this tokenizer: no sample "
+                           f"is written (give a prompt of words)")
+            return
+        prompt = torch.tensor([ids], device=self.device)
         out = generate(self.net, prompt, self.sample_tokens, temperature=0.8, top_k=200,
                        generator=torch.Generator(device=self.device).manual_seed(0))
         text = tokenizer.decode(out[0].tolist())

@@ -1,7 +1,7 @@
 """Masked language modelling (BERT): corrupt some tokens, predict the originals.
 
 Reusable by any bidirectional encoder whose net takes ``(tokens, key_padding=, keep=)``
-(see :class:`zoo.models.model.Model`) and whose data yields ``{"tokens", "padding"}`` batches.
+(see :class:`zoo.models.model.Model`) and whose data yields :class:`PaddedTokens` batches.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from torch import Tensor
 from torchmetrics.classification import MulticlassAccuracy
 from torchmetrics.text import Perplexity
 
+from zoo.data.batches import PaddedTokens
 from zoo.objectives.base import Objective
 
 
@@ -43,7 +44,7 @@ def mask_tokens(tokens: Tensor, padding: Tensor, special_ids: Tensor, mask_id: i
 class MaskedLM(Objective):
     """Cross-entropy of the original tokens at the selected positions (BERT's MLM).
 
-    Batches are ``{"tokens": (B, L) int, "padding": (B, L) bool}`` (True = real token). Only
+    Batches are :class:`PaddedTokens` (tokens (B, L) int, padding (B, L) bool, True = real). Only
     the selected positions go through the head (``keep``), so the vocabulary projection
     costs ~15% of a full one. Validation and test report the loss, the masked-token
     accuracy and the perplexity over the selected tokens (torchmetrics, accumulated over
@@ -56,6 +57,8 @@ class MaskedLM(Objective):
         seed: seeds the masking, which is a function of (seed, rank, step), so a resumed run
             masks as an uninterrupted one would.
     """
+
+    accepts = (PaddedTokens,)
 
     def __init__(self, *args, mask_id: int, special_ids: list[int], select_prob: float = 0.15,
                  mask_prob: float = 0.8, random_prob: float = 0.1, seed: int = 0, **kwargs):
@@ -83,23 +86,23 @@ class MaskedLM(Objective):
         seed = ((self.seed * 1_000_003 + rank) * 7 + stream) * 1_000_003 + index
         return torch.Generator(device=self.device).manual_seed(seed)
 
-    def forward_mlm(self, batch: dict[str, Tensor], generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def forward_mlm(self, batch: PaddedTokens, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """(logits (N, V), targets (N,)) at the N selected positions of ``batch``."""
-        tokens, padding = batch["tokens"], batch["padding"]
+        tokens, padding = batch.tokens, batch.padding
         inputs, selected = mask_tokens(tokens, padding, self.special_ids, self.mask_id, self.vocab_size,
                                        self.select_prob, self.mask_prob, self.random_prob, generator)
         logits = self.forward_net(inputs, key_padding=padding, keep=selected)
         return logits.float(), tokens[selected]
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+    def training_step(self, batch: PaddedTokens, batch_idx: int) -> Tensor:
         # (counts the head on every position: an upper bound, as only ~15% go through it)
-        self.flops_per_batch = self.net.batch_flops(batch["tokens"])
+        self.flops_per_batch = self.net.batch_flops(batch.tokens)
         logits, targets = self.forward_mlm(batch, self._generator(0, self.global_step))
         loss = F.cross_entropy(logits, targets)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
-    def _evaluate(self, stage: str, stream: int, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def _evaluate(self, stage: str, stream: int, batch: PaddedTokens, batch_idx: int) -> None:
         logits, targets = self.forward_mlm(batch, self._generator(stream, batch_idx))
         n = len(targets)
         self.log(f"{stage}/loss", F.cross_entropy(logits, targets), prog_bar=True, sync_dist=True, batch_size=n)
@@ -109,8 +112,8 @@ class MaskedLM(Objective):
         self.log(f"{stage}/acc", metrics["acc"], batch_size=n)
         self.log(f"{stage}/ppl", metrics["ppl"], batch_size=n)
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: PaddedTokens, batch_idx: int) -> None:
         self._evaluate("val", 1, batch, batch_idx)
 
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def test_step(self, batch: PaddedTokens, batch_idx: int) -> None:
         self._evaluate("test", 2, batch, batch_idx)

@@ -1,17 +1,10 @@
-"""Sequence-to-sequence learning (translation, speech recognition, span corruption,
-captioning): an encoder reads the source, a decoder predicts the target.
+"""Sequence-to-sequence learning (translation, span corruption; speech recognition in
+:mod:`zoo.objectives.asr`): an encoder reads the source, a decoder predicts the target.
 
-Batches are dicts (whatever the source is):
-
-    source          (B, S, ...)  token ids, log-mel frames, images ...
-    source_padding  (B, S) bool  True at real source positions (absent: no padding)
-    target_in       (B, T) long  decoder input: start token(s) + target[:-1]
-    target_out      (B, T) long  what each position predicts; -100 at padding (ignored)
-    references      list[str]    optional: raw target texts, for BLEU at test time
-
-A text batch ``{"tokens", "padding"}`` (a plain text corpus such as WikiText) is
-turned into a source/target pair first by ``span_corruption`` (T5's pre-training
-objective) when one is configured.
+Batches are :class:`~zoo.data.batches.SequencePairs` (source, source_padding, target_in,
+target_out, references). With a ``span_corruption`` configured (T5's pre-training
+objective), :class:`~zoo.data.batches.PaddedTokens` of a plain text corpus (WikiText,
+tiny Shakespeare) are accepted too: each is made a source/target pair first.
 """
 
 from __future__ import annotations
@@ -23,11 +16,12 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.text import SacreBLEUScore
 
+from zoo.data.batches import IGNORE, AudioText, PaddedTokens, SequencePairs
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.decoding import beam_search, greedy, strip_eos
 from zoo.objectives.base import Objective, plain
 
-IGNORE = -100  # target_out at padding positions
+Pairs = SequencePairs | AudioText  # what the loss and the decoding read (the same field names)
 
 
 class Seq2Seq(Objective):
@@ -45,8 +39,15 @@ class Seq2Seq(Objective):
         bleu: decode the test set and log ``test/bleu_greedy`` and ``test/bleu_beam``
             (sacreBLEU, 13a tokenisation, detokenized output vs raw references).
         span_corruption: config of a ``zoo.data.span_corruption.SpanCorruption``, applied
-            to text batches (``{"tokens", "padding"}``).
+            to :class:`PaddedTokens` batches (which only it makes acceptable).
     """
+
+    accepts = (SequencePairs, PaddedTokens)
+
+    @classmethod
+    def accepted(cls, model_cfg: Any) -> tuple[type, ...]:
+        """``accepts``, less :class:`PaddedTokens` unless ``span_corruption`` is configured."""
+        return tuple(t for t in cls.accepts if t is not PaddedTokens or model_cfg.get("span_corruption"))
 
     def __init__(self, *args, label_smoothing: float = 0.1, eos_id: int | None = None, bos_id: int | None = None,
                  pad_id: int | None = None, prompt_len: int = 1,
@@ -70,60 +71,62 @@ class Seq2Seq(Objective):
             self._tokenizer = tokenizer_from_state(self.hparams.tokenizer)
         return self._tokenizer
 
-    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        if isinstance(batch, dict) and "tokens" in batch:
-            if self.span_corruption is None:
-                raise ValueError("this sequence-to-sequence model got a plain text batch (tokens, padding) "
-                                 "but has no span_corruption configured to make source/target pairs of it")
-            return self.span_corruption(batch["tokens"], batch.get("padding"))
+    def on_before_batch_transfer(self, batch: Pairs | PaddedTokens, dataloader_idx: int) -> Pairs:
+        if isinstance(batch, PaddedTokens):  # accepted only with a span corruption (see ``accepted``)
+            return self.span_corruption(batch)
         return batch
 
-    def loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, batch: Pairs) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean label-smoothed cross-entropy over real target tokens, and that count."""
-        logits = self.forward_net(batch["source"], batch["target_in"], batch.get("source_padding"))
-        target = batch["target_out"]
+        logits = self.forward_net(batch.source, batch.target_in, batch.source_padding)
+        target = batch.target_out
         loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=IGNORE,
                                label_smoothing=self.label_smoothing)
         return loss, (target != IGNORE).sum()
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        self.flops_per_batch = self.net.batch_flops(batch["source"], batch["target_in"])
+    def training_step(self, batch: Pairs, batch_idx: int) -> torch.Tensor:
+        self.flops_per_batch = self.net.batch_flops(batch.source, batch.target_in)
         loss, n_tokens = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         self.log("train/target_tokens", n_tokens.float(), reduce_fx="sum")
         return loss
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
+    def validation_step(self, batch: Pairs, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
-        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(batch["target_out"]))
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch.samples)
 
-    def decode(self, batch: dict, beam: bool) -> list[list[int]]:
-        """Generated ids (eos and prompt stripped) for each row of ``batch``."""
-        prompt = batch["target_in"][:, : self.prompt_len]
+    def decode(self, source: torch.Tensor, prompt: torch.Tensor, source_padding: torch.Tensor | None = None,
+               beam: bool = False) -> list[list[int]]:
+        """Generated ids (eos and prompt stripped) for each row of ``source`` (B, S, ...): ``prompt``
+        (B, P) starts the decoder, ``source_padding`` (B, S) is True at real positions (None: all)."""
         d = self.decoding
         if beam:
-            out = beam_search(self.net, batch["source"], prompt, self.eos_id, batch.get("source_padding"),
+            out = beam_search(self.net, source, prompt, self.eos_id, source_padding,
                               d["beam_size"], d["length_penalty"], d["max_new_tokens"])
         else:
-            out = greedy(self.net, batch["source"], prompt, self.eos_id, batch.get("source_padding"),
-                         d["max_new_tokens"])
+            out = greedy(self.net, source, prompt, self.eos_id, source_padding, d["max_new_tokens"])
         return strip_eos(out, self.eos_id)
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
+    def decode_batch(self, batch: Pairs, beam: bool) -> list[str]:
+        """The decoded texts of a batch, prompted by the first ``prompt_len`` tokens of its targets."""
+        ids = self.decode(batch.source, batch.target_in[:, : self.prompt_len], batch.source_padding, beam)
+        return [self.tokenizer.decode(row) for row in ids]
+
+    def test_step(self, batch: SequencePairs, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
-        self.log("test/loss", loss, sync_dist=True, batch_size=len(batch["target_out"]))
-        if not self.bleu or "references" not in batch or self.tokenizer is None:
+        self.log("test/loss", loss, sync_dist=True, batch_size=batch.samples)
+        if not self.bleu or batch.references is None or self.tokenizer is None:
             return
-        references = [[ref] for ref in batch["references"]]
+        references = [[ref] for ref in batch.references]
         outputs = {}
         for name, metric in (("greedy", self.bleu_greedy), ("beam", self.bleu_beam)):
-            outputs[name] = [self.tokenizer.decode(ids) for ids in self.decode(batch, name == "beam")]
+            outputs[name] = self.decode_batch(batch, name == "beam")
             metric.update(outputs[name], references)
         wanted = self.n_examples - len(self._examples)  # decode sources only while examples are wanted
-        real = batch.get("source_padding", torch.ones_like(batch["source"], dtype=torch.bool))[:wanted].cpu()
-        sources = [self.tokenizer.decode(row[keep].tolist()) for row, keep in zip(batch["source"][:wanted].cpu(), real)]
+        real = batch.source_padding[:wanted].cpu()
+        sources = [self.tokenizer.decode(row[keep].tolist()) for row, keep in zip(batch.source[:wanted].cpu(), real)]
         self.show_examples([{"source": s, "reference": r, "greedy": g, "beam": b}
-                            for s, r, g, b in zip(sources, batch["references"], outputs["greedy"], outputs["beam"])])
+                            for s, r, g, b in zip(sources, batch.references, outputs["greedy"], outputs["beam"])])
 
     def on_test_epoch_end(self) -> None:
         if self.bleu and self.bleu_greedy.update_count:
@@ -145,5 +148,4 @@ class Seq2Seq(Objective):
             source[i, : len(r)] = torch.tensor(r)
             padding[i, : len(r)] = True
         prompt = torch.full((len(rows), 1), self.bos_id, dtype=torch.long, device=self.device)
-        batch = {"source": source, "source_padding": padding, "target_in": prompt}
-        return [self.tokenizer.decode(ids) for ids in self.decode(batch, beam)]
+        return [self.tokenizer.decode(ids) for ids in self.decode(source, prompt, padding, beam)]

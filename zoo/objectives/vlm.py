@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from zoo.train.checkpoint import net_state
 from zoo.convert.common import load_mapped
+from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import blank_like
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.sampling import generate
@@ -29,12 +30,14 @@ PARTS = ("vision", "projector", "lm")
 def exact_match(logits: Tensor, targets: Tensor) -> Tensor:
     """(B,) bool: every answer token (target != -100) is the argmax. With teacher forcing
     this is exactly "greedy decoding produces the answer and then <eos>"."""
-    wrong = (logits.argmax(-1) != targets) & (targets != -100)
+    wrong = (logits.argmax(-1) != targets) & (targets != IGNORE)
     return ~wrong.any(dim=1)
 
 
 class VisionLanguageLM(NextTokenLM):
-    """Args (besides :class:`NextTokenLM`'s):
+    """Next-token loss on the answers of :class:`ImageText` batches.
+
+    Args (besides :class:`NextTokenLM`'s):
         trainable: ``all`` or a list of parts among vision, projector, lm (stage 1:
             [projector]; stage 2: [projector, lm]); the others are frozen, in eval mode.
         vision_init: a zoo ViT checkpoint for the vision tower (its embedder and stack).
@@ -44,6 +47,8 @@ class VisionLanguageLM(NextTokenLM):
             (captions: greedy decoding, corpus BLEU-4 against every reference).
         max_answer_tokens: generation length for ``bleu`` and for ``zoo.cli.answer``.
     """
+
+    accepts = (ImageText,)
 
     def __init__(self, *args, trainable="all", vision_init: str | None = None, lm_init: str | None = None,
                  prompt: str = "<image>", metric: str = "exact_match", max_answer_tokens: int = 24, **kwargs):
@@ -82,70 +87,68 @@ class VisionLanguageLM(NextTokenLM):
             module.eval()
         return self
 
-    def prepare(self, batch: dict[str, Tensor], images: Tensor | None = None):
-        """A data batch -> (tokens, targets, {images, prefix_len}) with the image tokens expanded."""
+    def prepare(self, batch: ImageText) -> tuple[Tensor, Tensor, Tensor]:
+        """(tokens (B, L'), targets (B, L'), prefix_len (B,)) of a batch with each ``<image>``
+        placeholder expanded into the vision tower's tokens (L' <= the context)."""
         e = self.net.embedder
-        tokens, targets, prefix_len = expand_batch(
-            batch["tokens"], batch["targets"], batch["prefix_len"], e.image_token_id, e.n_image_tokens,
-            pad_id=self._tokenizer.pad_id if self._tokenizer else 0, context=self.net.context)
-        images = batch["images"] if images is None else images
-        return tokens, targets, {"images": images, "prefix_len": prefix_len}
+        return expand_batch(batch.tokens, batch.targets, batch.prefix_len, e.image_token_id, e.n_image_tokens,
+                            pad_id=self._tokenizer.pad_id if self._tokenizer else 0, context=self.net.context)
 
-    def training_step(self, batch, batch_idx: int) -> Tensor:
-        prepared = self.prepare(batch)
-        self.flops_per_batch = self.net.batch_flops(prepared[0])  # the language model's (the vision tower's not counted)
-        loss = self.loss(prepared)
-        self.log("train/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(batch["tokens"]))
+    def training_step(self, batch: ImageText, batch_idx: int) -> Tensor:
+        tokens, targets, prefix_len = self.prepare(batch)
+        self.flops_per_batch = self.net.batch_flops(tokens)  # the language model's (the vision tower's not counted)
+        _, loss = self.logits_and_loss(tokens, targets, images=batch.images, prefix_len=prefix_len)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch.samples)
         return loss
 
-    def _evaluate(self, batch, stage: str) -> None:
-        n = len(batch["tokens"])
-        prepared = self.prepare(batch)
-        logits, loss = self.logits_and_loss(prepared)
+    def _evaluate(self, batch: ImageText, stage: str) -> None:
+        n = batch.samples
+        tokens, targets, prefix_len = self.prepare(batch)
+        logits, loss = self.logits_and_loss(tokens, targets, images=batch.images, prefix_len=prefix_len)
         self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True, batch_size=n)
         if self.metric == "exact_match":
-            accuracy = exact_match(logits, prepared[1]).float().mean()
+            accuracy = exact_match(logits, targets).float().mean()
             self.log(f"{stage}/accuracy", accuracy, prog_bar=True, sync_dist=True, batch_size=n)
             if stage == "test":  # the same questions without the image: near the blind baseline if it is used
-                blank, _ = self.logits_and_loss(self.prepare(batch, images=blank_like(batch["images"])))
-                blank_accuracy = exact_match(blank, prepared[1]).float().mean()
+                blank, _ = self.logits_and_loss(tokens, targets, images=blank_like(batch.images), prefix_len=prefix_len)
+                blank_accuracy = exact_match(blank, targets).float().mean()
                 self.log("test/accuracy_blank_image", blank_accuracy, sync_dist=True, batch_size=n)
                 self.show_examples(self._answers(batch, self.n_examples - len(self._examples)))
         elif stage == "test":
             self._collect_captions(batch)
 
-    def validation_step(self, batch, batch_idx: int) -> None:
+    def validation_step(self, batch: ImageText, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
-    def test_step(self, batch, batch_idx: int) -> None:
+    def test_step(self, batch: ImageText, batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
-    def answer_tokens(self, batch: dict[str, Tensor]) -> list[list[int]]:
+    def answer_tokens(self, batch: ImageText) -> list[list[int]]:
         """Greedy answers (with the KV cache) to the prompts of a batch whose prompts have one length."""
-        lengths = set(batch["prefix_len"].tolist())
+        lengths = set(batch.prefix_len.tolist())
         if len(lengths) != 1:
             raise ValueError(f"batched generation needs prompts of one length, got {sorted(lengths)}")
-        tokens, _, extra = self.prepare(batch)
-        prompt = tokens[:, : int(extra["prefix_len"][0])]
+        tokens, _, prefix_len = self.prepare(batch)
+        prompt = tokens[:, : int(prefix_len[0])]
         out = generate(self.net, prompt, self.max_answer_tokens, temperature=0, eos_id=self._tokenizer.eos_id,
-                       suppress=(self.net.embedder.image_token_id,), images=extra["images"])
+                       suppress=(self.net.embedder.image_token_id,), images=batch.images)
         return out[:, prompt.shape[1]:].tolist()
 
-    def _answers(self, batch: dict[str, Tensor], n: int) -> list[dict[str, str]]:
+    def _answers(self, batch: ImageText, n: int) -> list[dict[str, str]]:
         """Prompt, reference and greedy answer of the first ``n`` rows of a batch."""
         rows = []
-        for i in range(min(n, len(batch["tokens"]))):
-            one = {k: v[i : i + 1] for k, v in batch.items() if isinstance(v, Tensor)}
-            reference = batch["targets"][i][batch["targets"][i] != -100]
-            rows.append({"prompt": self._tokenizer.decode(batch["tokens"][i, : batch["prefix_len"][i]].tolist()),
+        for i in range(min(n, batch.samples)):
+            one = ImageText(*(field[i : i + 1] for field in batch))
+            reference = batch.targets[i][batch.targets[i] != IGNORE]
+            rows.append({"prompt": self._tokenizer.decode(batch.tokens[i, : batch.prefix_len[i]].tolist()),
                          "reference": self._tokenizer.decode(reference.tolist()),
                          "greedy": self._tokenizer.decode(self.answer_tokens(one)[0])})
         return rows
 
-    def _collect_captions(self, batch) -> None:
+    def _collect_captions(self, batch: ImageText) -> None:
         examples = self.trainer.datamodule.examples["test"]
         self._bleu["hyps"] += [self._tokenizer.decode(ids) for ids in self.answer_tokens(batch)]
-        self._bleu["refs"] += [examples[i].answers for i in batch["index"].tolist()]
+        self._bleu["refs"] += [examples[i].answers for i in batch.example_ids.tolist()]
 
     def on_test_epoch_end(self) -> None:
         super().on_test_epoch_end()

@@ -12,7 +12,7 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from zoo.train import run_dir
+from zoo.train import compat, run_dir
 from zoo.train.callbacks import StopOnNonFinite
 from zoo.train.checkpoint import check_resumable
 from zoo.viz.plots import plot_curves
@@ -48,19 +48,12 @@ def objective(cfg: DictConfig, tokenizer: dict | None = None) -> L.LightningModu
 
 def build(cfg: DictConfig):
     """Instantiate (datamodule, model) from a composed config, filling ``cfg.dims`` from the data."""
-    # Read from the data class, before its config is resolved: a pair that cannot work is named as
-    # such, not as an input the model lacks.
-    expects, provides = cfg.model.input_kind, hydra.utils.get_class(cfg.data._target_).provides
-    # A model may accept several kinds (a list), e.g. T5: plain text (span corruption) or text pairs.
-    accepted = [expects] if isinstance(expects, str) else list(expects)
-    if provides not in accepted:
-        raise ValueError(
-            f"model={_choice('model', '?')} expects {expects} input, but data={_choice('data', '?')} "
-            f"provides {provides}: pick a matching pair"
-        )
+    # The batch types first: a pair that cannot work is refused before any data is read.
+    batch_type = compat.batch_type(cfg.model, cfg.data, _choice("model", "?"), _choice("data", "?"))
     # The data config reads what it needs from the model as ${inputs.NAME} (cfg.inputs is model.inputs).
     check_reads(cfg, "data", "inputs", cfg.model.get("inputs") or {}, "model")
     datamodule = hydra.utils.instantiate(cfg.data)
+    datamodule.serve(batch_type)
     datamodule.prepare_data()
     datamodule.setup("fit")
     # The model config reads facts about the data as ${dims.NAME}: all of them must be there.

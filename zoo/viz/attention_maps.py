@@ -182,7 +182,7 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
         raise SystemExit(f"{title} has no decoder start and end tokens (bos_id, eos_id), so it cannot decode "
                          f"(a T5 pre-trained on plain text: fine-tune it on pairs first)")
     prompt = torch.tensor([[objective.bos_id]])
-    output = objective.decode({"source": source, "target_in": prompt}, beam=False)[0]
+    output = objective.decode(source, prompt)[0]
     target = torch.cat([prompt, torch.tensor([output], dtype=torch.long).view(1, -1)], dim=1)
     tokenizer = objective.tokenizer
     words = [repr(tokenizer.decode([i]))[1:-1] for i in output]

@@ -1,0 +1,199 @@
+"""The model x data table: which pairs the start-up check lets train, that the README shows it,
+that a refused pair is refused in one line naming both sides, and (slow) that every pair the
+table says trains does: fit and test, two steps at tiny sizes, on small generated corpora."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from omegaconf import open_dict
+
+from bert_wikitext_files import write_wikitext
+from conftest import ROOT, write_shakespeare
+from zoo.convert.common import compose_config
+from zoo.data.batches import PaddedTokens, SequencePairs, TokenWindows
+from zoo.train.compat import batch_type, choices, configs, model_data_table, shared_types
+
+MARKER = "<!-- model-data-table -->"
+MODEL_CFGS, DATA_CFGS = configs("model"), configs("data")  # composed once for every test here
+
+
+@pytest.fixture(scope="module")
+def table() -> str:
+    return model_data_table(MODEL_CFGS, DATA_CFGS)
+
+
+def test_readme_holds_the_generated_table(table):
+    parts = (ROOT / "README.md").read_text().split(MARKER)
+    if len(parts) == 1:
+        pytest.skip(f"README.md has no {MARKER} markers yet (the generated table goes between two of them)")
+    assert len(parts) == 3, f"README.md should hold exactly two {MARKER} markers, it holds {len(parts) - 1}"
+    assert parts[1].strip() == table, "README.md's model x data table is stale: paste model_data_table()"
+
+
+def test_table_has_a_cell_for_every_preset_and_data_config(table):
+    rows = table.splitlines()
+    assert rows[0].split(" | ")[1:] == [*choices("data")[:-1], choices("data")[-1] + " |"]
+    assert [r.split(" | ")[0].removeprefix("| ") for r in rows[2:]] == choices("model")
+    assert all(set(r.split(" | ")[1:]) <= {"trains", "refused", "trains |", "refused |"} for r in rows[2:])
+
+
+def _pair(model: str, data: str):
+    return MODEL_CFGS[model], DATA_CFGS[data]
+
+
+@pytest.mark.parametrize("model, data, expected", [
+    ("gpt", "wikitext", TokenWindows), ("llama", "wikitext", TokenWindows), ("gpt", "tinyshakespeare", TokenWindows),
+    ("bert", "wikitext", PaddedTokens), ("bert", "tinyshakespeare", PaddedTokens),
+    ("t5", "wikitext", PaddedTokens), ("t5", "tinyshakespeare", PaddedTokens), ("t5", "multi30k", SequencePairs),
+    ("transformer", "multi30k", SequencePairs),
+])
+def test_text_models_read_the_batch_type_they_need(model, data, expected):
+    assert batch_type(*_pair(model, data), model, data) is expected
+
+
+@pytest.mark.parametrize("model, data, reads, yields", [
+    ("vit", "tinyshakespeare", "ImageLabels", "TokenWindows or PaddedTokens"),
+    ("whisper", "cifar10", "AudioText", "ImageLabels"),
+    ("bert", "fsdd", "PaddedTokens", "AudioText"),
+    ("transformer", "wikitext", "SequencePairs", "PaddedTokens or TokenWindows"),  # no span corruption configured
+    ("vit", "moving_shapes", "ImageLabels", "VideoClips"),
+    ("vivit", "cifar10", "VideoClips", "ImageLabels"),
+    ("llava", "cifar10", "ImageText", "ImageLabels"),
+])
+def test_a_pair_that_cannot_work_is_refused_in_one_line_naming_both_sides(model, data, reads, yields):
+    with pytest.raises(ValueError) as err:
+        batch_type(*_pair(model, data), model, data)
+    message = str(err.value)
+    assert "\n" not in message
+    assert re.match(rf"model={model} \(\w+\) reads {reads} batches, but data={data} \(\w+\) yields {yields}: ", message)
+
+
+# --- every "trains" cell, at tiny size -----------------------------------------------------
+
+TINY_BLOCK = ["model.net.block.d_model=32", "model.net.block.n_heads=2"]
+TINY_LM = ["model.net.n_layers=2", "model.net.context=32", *TINY_BLOCK]
+TINY_SEQ2SEQ = ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", *TINY_BLOCK,
+                "model.decoding.max_new_tokens=4", "model.decoding.beam_size=2"]
+TINY_LLAVA = ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=4",
+              "model.net.block.d_ff=64"]
+TINY_VISION = ["model.net.embedder.vision.model.block.d_model=32", "model.net.embedder.vision.model.n_layers=2",
+               "model.net.embedder.vision.model.embedder.patch_size=16"]
+
+# The CPU-sized presets (not the paper-sized ones, which the table lists too), at tiny sizes.
+MODELS: dict[str, list[str]] = {
+    "gpt": [*TINY_LM, "model.sample_tokens=0"],
+    "gpt_neo": [*TINY_LM, "model.sample_tokens=0"],
+    "llama": [*TINY_LM, "+model.sample_tokens=0"],
+    "mistral": [*TINY_LM, "+model.sample_tokens=0"],
+    "bert": TINY_LM,
+    "t5": [*TINY_SEQ2SEQ, "model.net.context=40", "model.net.block.d_ff=64"],
+    "transformer": TINY_SEQ2SEQ,
+    "whisper": TINY_SEQ2SEQ,
+    "vit": ["model.net.n_layers=1", *TINY_BLOCK],
+    "vivit": ["model.net.n_layers=1", *TINY_BLOCK],
+    "videomae": ["model.net.n_layers=1", *TINY_BLOCK],
+    "yolos": ["model.net.n_layers=1", *TINY_BLOCK],
+    "llava": [*TINY_LLAVA, *TINY_VISION],
+    "llava_gpt": [*TINY_LLAVA, *TINY_VISION],
+    "llava_timm": TINY_LLAVA,
+}
+
+
+def _files(write: Callable[[Path], object], *overrides: str) -> Callable[[Path], list[str]]:
+    """A data maker: ``write`` the corpus's files under the data folder, then these overrides."""
+    def make(data: Path) -> list[str]:
+        write(data)
+        return list(overrides)
+    return make
+
+
+def _generated(*overrides: str) -> Callable[[Path], list[str]]:
+    return lambda data: list(overrides)
+
+
+def _images(data: Path) -> None:
+    from test_vit_data import make_image_folder
+    make_image_folder(data, {"train": 4, "test": 2})
+
+
+def _captions(data: Path) -> None:
+    from test_bad_input_data import cifar10_folder
+    cifar10_folder(data)
+
+
+def _flickr8k(data: Path) -> None:
+    from test_llava import write_flickr8k
+    write_flickr8k(data)
+
+
+def _multi30k(data: Path) -> None:
+    from test_transformer_multi30k import write_corpus
+    write_corpus(data)
+
+
+def _fsdd(data: Path) -> None:
+    from test_whisper_data import write_fsdd
+    write_fsdd(data, speakers=("alice",), takes=range(8))
+
+
+def _corpus(name: str) -> Callable[[Path], None]:
+    def write(data: Path) -> None:
+        import test_whisper_corpora
+        getattr(test_whisper_corpora, f"write_{name}")(data)
+    return write
+
+
+def _ucf101(data: Path) -> None:
+    from test_video_ucf101 import make_ucf101
+    make_ucf101(data)
+
+
+SMALL = ["data.train_size=8", "data.val_size=4", "data.test_size=4"]
+DATA: dict[str, Callable[[Path], list[str]]] = {
+    "tinyshakespeare": _files(write_shakespeare, "data.check=false", "data.val_batches=1"),
+    "wikitext": _files(write_wikitext, "data.vocab_size=120"),
+    "multi30k": _files(_multi30k, "data.vocab_size=120"),
+    "cifar10": _files(_images, "data.val_size=8"),
+    "cifar10_captions": _files(_captions),
+    "flickr8k": _files(_flickr8k, "data.min_count=1"),
+    "shapes_vqa": _generated("data.val_size=4", "data.test_size=4"),
+    "fsdd": _files(_fsdd, "data.val_takes=2", "data.test_passes=1"),
+    "librispeech": _files(_corpus("librispeech")),
+    "ljspeech": _files(_corpus("ljspeech"), "data.val_fraction=0.25", "data.test_fraction=0.25"),
+    "speechcommands": _files(_corpus("speechcommands")),
+    "yesno": _files(_corpus("yesno"), "data.val_fraction=0.25", "data.test_fraction=0.25"),
+    "moving_shapes": _generated(*SMALL),
+    "ucf101": _files(_ucf101, "data.val_groups=1"),
+    "shapes_detection": _generated(*SMALL),
+}
+COMMON = ["trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1",
+          "+trainer.limit_test_batches=2", "trainer.log_every_n_steps=1", "+trainer.enable_progress_bar=false",
+          "~callbacks.progress_bar", "+trainer.enable_model_summary=false", "optim.warmup_steps=1",
+          "data.batch_size=4", "test=true"]
+
+
+CELLS = [(m, d) for m in MODELS for d in DATA_CFGS if shared_types(MODEL_CFGS[m], DATA_CFGS[d])]
+
+
+def test_every_training_cell_of_a_cpu_preset_has_a_corpus():
+    assert {d for _, d in CELLS} <= DATA.keys()
+    assert set(MODELS) <= set(choices("model"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, data", CELLS)
+def test_every_training_cell_fits_and_tests(model, data, tmp_path):
+    from zoo.train.run import train
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    cfg = compose_config([f"model={model}", f"data={data}", *COMMON, *DATA[data](folder), *MODELS[model],
+                          f"paths.data_dir={folder}", f"paths.cache_dir={tmp_path / 'cache'}"])
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(tmp_path / "run")
+    metrics = train(cfg)
+    assert metrics["test/loss"] == metrics["test/loss"], f"model={model} data={data}: test/loss is NaN"

@@ -1,0 +1,173 @@
+"""The batch types: what a data module yields and an objective reads, by field name.
+
+Each is a ``NamedTuple`` of tensors (and, where a metric needs them, reference texts), so
+that the DataLoader's default collate stacks items of it, Lightning moves it to the device
+field by field (under DDP too), and ``inputs, targets = batch`` still unpacks it. Each
+knows its own ``samples`` (rows) and ``items`` (what a throughput counts: real tokens,
+images, clips) for the throughput monitor.
+
+A data module declares the types it can yield (``ZooDataModule.yields``), an objective
+the types it accepts (``Objective.accepts``); train.py refuses a pair with none in common
+before anything is built (:func:`zoo.train.compat.batch_type`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from torch import Tensor
+
+IGNORE = -100  # a target that carries no loss (padding, a prompt)
+
+
+class TokenWindows(NamedTuple):
+    """Windows of a token stream for next-token prediction (GPT, Llama).
+
+    inputs (B, L) int64 ids; targets (B, L) the token after each input (-100: no loss)."""
+
+    inputs: Tensor
+    targets: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.inputs.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.inputs.numel()
+
+
+class PaddedTokens(NamedTuple):
+    """Token sequences padded to one length (masked LM, span corruption).
+
+    tokens (B, L) int64 ids; padding (B, L) bool, True at real tokens."""
+
+    tokens: Tensor
+    padding: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.padding.sum())
+
+
+def _pair_items(source_padding: Tensor, target_out: Tensor) -> int:
+    """Real encoder positions + real target tokens of a sequence-to-sequence batch."""
+    return int(source_padding.sum()) + int((target_out != IGNORE).sum())
+
+
+class SequencePairs(NamedTuple):
+    """Source and target token sequences (translation; span corruption's output).
+
+    source (B, S) int64 ids; source_padding (B, S) bool, True at real tokens;
+    target_in (B, T) the decoder's input (start token + target[:-1]);
+    target_out (B, T) what each position predicts, -100 at padding;
+    references: the raw target texts (BLEU at test time), or None."""
+
+    source: Tensor
+    source_padding: Tensor
+    target_in: Tensor
+    target_out: Tensor
+    references: list[str] | None = None
+
+    @property
+    def samples(self) -> int:
+        return self.source.shape[0]
+
+    @property
+    def items(self) -> int:
+        return _pair_items(self.source_padding, self.target_out)
+
+
+class AudioText(NamedTuple):
+    """Utterances and their transcripts (speech recognition).
+
+    source (B, n_mels, F) log-mel frames; source_padding (B, S) bool, True at real encoder
+    positions (S: the audio embedder's output length); target_in, target_out (B, T) as in
+    :class:`SequencePairs`; references: the transcripts."""
+
+    source: Tensor
+    source_padding: Tensor
+    target_in: Tensor
+    target_out: Tensor
+    references: list[str]
+
+    @property
+    def samples(self) -> int:
+        return self.source.shape[0]
+
+    @property
+    def items(self) -> int:
+        return _pair_items(self.source_padding, self.target_out)
+
+
+class ImageLabels(NamedTuple):
+    """Images with one class each: images (B, C, H, W) float, labels (B,) int64."""
+
+    images: Tensor
+    labels: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.images.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.images.shape[0]
+
+
+class VideoClips(NamedTuple):
+    """Video clips with one class each: clips (B, T, C, H, W) float, labels (B,) int64."""
+
+    clips: Tensor
+    labels: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.clips.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.clips.shape[0]
+
+
+class ImageBoxes(NamedTuple):
+    """Images with their objects (detection): images (B, C, H, W) float; targets, one dict per
+    image: ``class_labels`` (M,) int64 and ``boxes`` (M, 4) float as (cx, cy, w, h) fractions of
+    the image (M may be 0)."""
+
+    images: Tensor
+    targets: list[dict[str, Tensor]]
+
+    @property
+    def samples(self) -> int:
+        return self.images.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.images.shape[0]
+
+
+class ImageText(NamedTuple):
+    """An image, a prompt holding one ``<image>`` placeholder, and the answer after it (LLaVA).
+
+    images (B, 3, S, S) float; tokens (B, L) ids of prompt + answer (right-padded);
+    targets (B, L) the next token, -100 on the prompt and the padding; prefix_len (B,) the
+    prompt's length; example_ids (B,) each row's index in its split (its references)."""
+
+    images: Tensor
+    tokens: Tensor
+    targets: Tensor
+    prefix_len: Tensor
+    example_ids: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.tokens.numel()

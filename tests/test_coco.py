@@ -30,13 +30,17 @@ def write_split(root, split: str, sizes: list[tuple[int, int]], objects: list[li
         json.dumps({"images": images, "annotations": annotations, "categories": CATEGORIES}))
 
 
-@pytest.fixture
-def coco_dir(tmp_path):
-    root = tmp_path / "coco"
+def write_layout(data_dir) -> None:
+    """Two images per split under data_dir/coco, in COCO's layout."""
     objects = [[{"bbox": [10, 20, 40, 20], "category_id": 3}, {"bbox": [0, 0, 5, 5], "category_id": 1, "iscrowd": 1}],
                [{"bbox": [50, 0, 50, 100], "category_id": 7}, {"bbox": [5, 5, 0, 10], "category_id": 1}]]
     for split in ("train2017", "val2017"):
-        write_split(root, split, [(200, 100), (100, 100)], objects)
+        write_split(data_dir / "coco", split, [(200, 100), (100, 100)], objects)
+
+
+@pytest.fixture
+def coco_dir(tmp_path):
+    write_layout(tmp_path)
     return tmp_path
 
 

@@ -28,6 +28,7 @@ from torch import Tensor
 from torch.utils.data import Dataset, Subset
 
 from zoo.data.base import ZooDataModule
+from zoo.data.batches import ImageBoxes
 from zoo.data.detection import collate
 from zoo.data.download import ensure_file
 from zoo.data.images import to_tensor
@@ -93,7 +94,7 @@ class CocoImages(Dataset):
 
 
 class Coco(ZooDataModule):
-    """COCO 2017 detection as :class:`zoo.data.detection.DetectionBatch` batches.
+    """COCO 2017 detection as :class:`zoo.data.batches.ImageBoxes` batches.
 
     Args:
         image_size: the side of the letterboxed square images (the ViT's image size).
@@ -101,7 +102,7 @@ class Coco(ZooDataModule):
         max_objects: the most objects a target may hold (YOLOS's detection tokens must be at least this).
     """
 
-    provides = "image_boxes"
+    yields = (ImageBoxes,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int = 512, val_size: int = 500,
                  max_objects: int = 100, num_workers: int = 0):

@@ -55,12 +55,14 @@ def configs(group: str) -> dict[str, DictConfig]:
 
 
 def model_data_table(models: dict[str, DictConfig] | None = None, datas: dict[str, DictConfig] | None = None) -> str:
-    """The Markdown table of every model preset (rows) on every data config (columns), ``trains``
-    or ``refused`` as train.py's start-up check decides; ``models`` / ``datas``: the composed
-    configs (default: :func:`configs` of conf/model and conf/data)."""
+    """The Markdown table of which data configs each model preset trains on, as train.py's
+    start-up check decides (every other pair is refused): one row per group of presets that
+    train on the same data. ``models`` / ``datas``: the composed configs (default:
+    :func:`configs` of conf/model and conf/data)."""
     models, datas = models or configs("model"), datas or configs("data")
-    lines = ["| model | " + " | ".join(datas) + " |", "|---|" + "---|" * len(datas)]
+    groups: dict[tuple[str, ...], list[str]] = {}
     for name, model in models.items():
-        cells = ["trains" if shared_types(model, data) else "refused" for data in datas.values()]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        groups.setdefault(tuple(d for d, data in datas.items() if shared_types(model, data)), []).append(name)
+    lines = ["| model presets | train on (every other data config is refused at start-up) |", "|---|---|"]
+    lines += [f"| {', '.join(names)} | {', '.join(trains) or 'nothing'} |" for trains, names in groups.items()]
     return "\n".join(lines)

@@ -77,3 +77,13 @@ def test_lora_fine_tune_of_a_zoo_checkpoint(tmp_path, shakespeare_dir):
         stored = name.replace("attn.q.", "attn.q.base_layer.").replace("attn.v.", "attn.v.base_layer.")
         assert torch.equal(state[stored], value), name
     assert any(state[n].abs().max() > 0 for n in state if "lora_B" in n)  # the adapters trained
+    # exported, the adapters are merged: transformers' GPT-2 gives the adapted model's logits
+    from transformers import AutoModelForCausalLM
+
+    from zoo.cli.commands import call
+
+    call("export", [f"ckpt={tmp_path / 'lora' / 'checkpoints' / 'last.ckpt'}", f"out={tmp_path / 'hf'}"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    ids = torch.randint(0, hf.config.vocab_size, (2, 16))
+    with torch.no_grad():
+        assert_matches(hf(ids).logits, tuned.net.eval()(ids), what="merged LoRA export")

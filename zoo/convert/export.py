@@ -165,14 +165,22 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], converter: str) -> tuple[nn.M
     return hf, untouched
 
 
-def export(ckpt: str | Path, out: str | Path) -> list[str]:
+def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True) -> list[str]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
     ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
-    Returns the names of the Hugging Face weights the zoo net has no counterpart for."""
+    LoRA adapters (a run with ``model.lora``) are merged into the weights first; without
+    ``merge_lora`` such a checkpoint is refused. Returns the names of the Hugging Face weights the
+    zoo net has no counterpart for."""
+    from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
     objective = load(ckpt)
-    hf, untouched = to_hf(objective.net, objective.hparams.net, objective.hparams.get("converter"))
+    net = objective.net
+    if objective.hparams.get("lora"):
+        if not merge_lora:
+            raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
+        net = lora.merge(net)
+    hf, untouched = to_hf(net, objective.hparams.net, objective.hparams.get("converter"))
     out = Path(out)
     hf.save_pretrained(out)
     tokenizer = tokenizer_of(ckpt) if objective.hparams.get("tokenizer") else None

@@ -35,7 +35,7 @@ class ZooDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.dims: dict = {}
         self.tokenizer = None
-        self.batch_type: type = self.yields[0]
+        self.batch_type: type | None = self.yields[0] if self.yields else None  # serve() picks another
 
     def serve(self, batch_type: type) -> None:
         """Yield ``batch_type`` batches (one of :attr:`yields`); call before ``setup``."""

@@ -55,3 +55,17 @@ def test_the_console_script_is_the_module_entry_point():
     from zoo.__main__ import main as entry
 
     assert entry is main
+
+
+def test_a_command_leaves_the_zoos_loggers_enabled(monkeypatch):
+    """Hydra's logging set-up for a command must not disable the loggers that exist already (its
+    `disabled` hydra_logging does): the zoo's warnings would be lost in that process."""
+    import logging
+
+    from zoo.cli.commands import hydra_main
+
+    logger = logging.getLogger("zoo.train.milestones")  # exists before the command runs
+    monkeypatch.setattr(sys, "argv", ["zoo", "--help"])
+    with pytest.raises(SystemExit):
+        hydra_main("describe")()
+    assert not logger.disabled

@@ -86,6 +86,6 @@ def test_train_on_moving_shapes_a_few_steps(tmp_path, model):
     metrics = train(cfg)
     assert {"train/loss", "val/acc", "test/acc", "test/acc_shuffled_frames"} <= set(metrics)
     assert 0.0 <= metrics["test/acc_shuffled_frames"] <= 1.0
-    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("classification",))
+    restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("video_classification",))
     assert restored.hparams.test_views == ["shuffled_frames"] and restored.hparams.class_names[0] == "circle-left"
     assert (tmp_path / "out" / "confusion.png").stat().st_size > 0

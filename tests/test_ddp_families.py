@@ -86,7 +86,12 @@ def _bigbird(data):  # block-sparse attention on sequences longer than its full-
             "model.net.mask.n_random=1"]
 
 
-FAMILIES = {"bert": _bert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava,
+def _modernbert(data):  # global and local layers, each kind on its own rotary base
+    bert = [o for o in _bert(data) if not o.startswith(("model=", "model.net.n_layers="))]
+    return ["model=modernbert", *bert, "model.net.n_layers=3", "model.net.mask.masks.1.window=8"]
+
+
+FAMILIES = {"bert": _bert, "modernbert": _modernbert, "vit": _vit, "transformer": _transformer, "t5": _t5, "whisper": _whisper, "llava": _llava,
             "vivit": _vivit, "videomae": _videomae, "yolos": _yolos, "mistral": _mistral, "bigbird": _bigbird}
 
 

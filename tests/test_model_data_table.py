@@ -93,6 +93,7 @@ MODELS: dict[str, list[str]] = {
     "llama": [*TINY_LM, "+model.sample_tokens=0"],
     "mistral": [*TINY_LM, "+model.sample_tokens=0"],
     "bert": TINY_LM,
+    "modernbert": [*TINY_LM, "model.net.n_layers=3", "model.net.mask.masks.1.window=8"],  # one global, two local
     "t5": [*TINY_SEQ2SEQ, "model.net.context=40", "model.net.block.d_ff=64"],
     "transformer": TINY_SEQ2SEQ,
     "whisper": TINY_SEQ2SEQ,

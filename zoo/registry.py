@@ -89,6 +89,7 @@ ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.big_bird.pretrained",
     "zoo.convert.gpt2.pretrained",
     "zoo.convert.mistral.pretrained",
+    "zoo.convert.modernbert.pretrained",
     "zoo.convert.llama.pretrained",
     "zoo.convert.llava.pretrained",
     "zoo.convert.t5.pretrained",

@@ -95,10 +95,11 @@ def bert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return out
 
 
-def _load(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
-    """load_mapped, keeping the net's fresh MLM head where the checkpoint has none."""
+def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """load_mapped, keeping the net's fresh MLM head where the checkpoint has none (a checkpoint
+    of the bare encoder: ``BertModel``, ``ModernBertModel``, ...)."""
     if not any(k.startswith(HEAD_PREFIX) for k in state):
-        warnings.warn(f"{source} has no MLM head (a BertModel checkpoint): the head starts from scratch")
+        warnings.warn(f"{source} has no MLM head (an encoder-only checkpoint): the head starts from scratch")
         state = state | {k: v for k, v in net.state_dict().items() if k.startswith(HEAD_PREFIX)}
         state[HEAD_PREFIX + "decoder.weight"] = state["embedder.tokens.weight"]  # keep it tied
     load_mapped(net, state)
@@ -118,7 +119,7 @@ def _from_config_and_state(config: dict[str, Any], state: dict[str, Tensor], sou
                "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.1)}
     overrides = [f"model.net.{k}={v}" for k, v in (shape | dropout).items()]
     net = build_net("bert", overrides, {"vocab_size": config["vocab_size"]})
-    _load(net, bert_state_dict(state, shape["n_layers"]), source)
+    load_mlm(net, bert_state_dict(state, shape["n_layers"]), source)
     return net.eval()
 
 
@@ -135,4 +136,4 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = bert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(_load, source=path))
+    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.convert.bert import _load, bert_shape, bert_state_dict
+from zoo.convert.bert import load_mlm, bert_shape, bert_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
 
 MODEL_TYPES = ("big_bird",)
@@ -32,7 +32,7 @@ def from_transformers(hf_model) -> nn.Module:
     config = hf_model.config.to_dict()
     shape = big_bird_shape(config)
     net = build_net("bigbird", [f"model.net.{k}={v}" for k, v in shape.items()], {"vocab_size": config["vocab_size"]})
-    _load(net, bert_state_dict(hf_model.state_dict(), shape["n_layers"]), type(hf_model).__name__)
+    load_mlm(net, bert_state_dict(hf_model.state_dict(), shape["n_layers"]), type(hf_model).__name__)
     return net.eval()
 
 
@@ -41,4 +41,4 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = big_bird_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(_load, source=path))
+    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))

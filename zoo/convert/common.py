@@ -115,6 +115,14 @@ def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
     net.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
 
 
+def layer_pattern(kinds: list[str]) -> list[str]:
+    """The shortest prefix of ``kinds`` that, repeated and cut, gives every layer (as ``zoo.nn.masks.PerLayer`` tiles)."""
+    for period in range(1, len(kinds) + 1):
+        if all(kind == kinds[i % period] for i, kind in enumerate(kinds)):
+            return kinds[:period]
+    raise AssertionError("unreachable: the whole list is a pattern of itself")
+
+
 def check_vocab(net_cfg: dict[str, Any], key: str, checkpoint_vocab: int, path: str, added: int = 0) -> None:
     """The data's vocabulary (``key`` in the run's net config, holding the data's size plus the
     ``added`` ids the model puts on top, e.g. T5's sentinels) must be the checkpoint's."""

@@ -12,19 +12,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.convert.common import build_net, load_mapped
+from zoo.convert.common import build_net, layer_pattern, load_mapped
 from zoo.convert.gpt2 import gpt2_layout
 
 MASKS = {"global": "{_target_:zoo.nn.masks.CausalMask}",
          "local": "{_target_:zoo.nn.masks.LocalMask,window:%d,causal:true}"}
-
-
-def layer_pattern(kinds: list[str]) -> list[str]:
-    """The shortest prefix of ``kinds`` that, repeated and cut, gives every layer (as PerLayer tiles)."""
-    for period in range(1, len(kinds) + 1):
-        if all(kind == kinds[i % period] for i, kind in enumerate(kinds)):
-            return kinds[:period]
-    raise AssertionError("unreachable: the whole list is a pattern of itself")
 
 
 def gpt_neo_config_overrides(hf_config) -> list[str]:

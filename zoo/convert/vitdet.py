@@ -13,8 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS
-from zoo.convert.common import build_net, load_mapped, refuse, shape_overrides
-from zoo.convert.gpt_neo import layer_pattern
+from zoo.convert.common import build_net, layer_pattern, load_mapped, refuse, shape_overrides
 
 MASKS = {"window": "{_target_:zoo.nn.masks.GridWindowMask,window:%d}", "global": "{_target_:zoo.nn.masks.NoMask}"}
 

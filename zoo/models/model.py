@@ -8,7 +8,7 @@ never from a branch in here.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from torch import Tensor, nn
 
@@ -16,7 +16,7 @@ from zoo.train.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.masks import Mask
-from zoo.nn.positions import RotaryEmbedding
+from zoo.nn.positions import rotary_tables
 from zoo.nn.tower import Tower, drop_unread_layers, towers_of
 
 
@@ -51,12 +51,16 @@ class Model(Tower):
         final_norm: a norm after the last Block (pre-LN models have one).
         tie_embeddings: the head's matrix is the token embedding's.
         rotary: rotary positions inside attention (positions then are not in the embedder).
+        rotary_base: the rotary base, or a list of them repeated over the layers (ModernBERT's
+            global and local layers rotate at different rates: ``zoo.nn.positions.rotary_tables``).
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``,
             shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
         context: the longest sequence the model accepts.
         init_std: std of the normal initialisation.
         attention_backend: ``sdpa`` (dense mask), ``blocks`` or ``flex`` (skip the key blocks the
             mask hides; see ``zoo.nn.stack.Stack``).
+        first_attn_norm: ``False``: no norm before the first Block's attention (ModernBERT, whose
+            embedder ends in a norm).
 
     The tower is named ``decoder`` when every layer's mask is causal, ``encoder`` otherwise
     (``towers``: with LLaVA's vision tower, from the embedder, beside it).
@@ -73,14 +77,15 @@ class Model(Tower):
         final_norm: bool = True,
         tie_embeddings: bool = False,
         rotary: bool = False,
-        rotary_base: float = 10000.0,
+        rotary_base: float | Sequence[float] = 10000.0,
         bias: nn.Module | None = None,
         init_std: float = 0.02,
         attention_backend: str = "sdpa",
+        first_attn_norm: bool = True,
     ):
-        rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
+        rope = rotary_tables(block.d_head, context, rotary_base, n_layers) if rotary else None
         super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias,
-                         attention_backend=attention_backend)
+                         attention_backend=attention_backend, first_attn_norm=first_attn_norm)
         self.name = "decoder" if all(getattr(m, "causal", False) for m in self.layer_masks) else "encoder"
         self.mask, self.head = mask, head
         self.context, self.n_layers = context, n_layers

@@ -34,7 +34,8 @@ class TokenEmbedder(nn.Module):
     (+ segment embedding), then optional LayerNorm and dropout.
 
     GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
-    positions + 2 segments + LayerNorm. T5 / Llama: no positions here.
+    positions + 2 segments + LayerNorm. T5 / Llama: no positions here. ModernBERT: no
+    positions, a LayerNorm without bias (``norm_bias=False``).
     """
 
     def __init__(
@@ -47,13 +48,14 @@ class TokenEmbedder(nn.Module):
         n_segments: int = 0,
         norm_eps: float | None = None,
         dropout: float = 0.0,
+        norm_bias: bool = True,
     ):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.tokens.weight, std=0.02)
         self.positions = make_positions(positions, max_len, d_model)
         self.segments = nn.Embedding(n_segments, d_model) if n_segments else None
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps, bias=norm_bias) if norm_eps is not None else None
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len

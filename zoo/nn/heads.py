@@ -31,13 +31,15 @@ class LMHead(nn.Module):
 class MLMHead(nn.Module):
     """Vectors -> masked-token logits (B, L, V), BERT's prediction head: a transform
     (dense, activation, LayerNorm), then a decoder whose matrix is tied to the token
-    embedding and whose bias is the head's own (one score offset per vocabulary entry)."""
+    embedding and whose bias is the head's own (one score offset per vocabulary entry).
+    ModernBERT's has no bias in the dense layer and the norm (``bias=False, norm_bias=False``)."""
 
-    def __init__(self, d_model: int, vocab_size: int, activation: str = "gelu", norm_eps: float = 1e-12):
+    def __init__(self, d_model: int, vocab_size: int, activation: str = "gelu", norm_eps: float = 1e-12,
+                 bias: bool = True, norm_bias: bool = True):
         super().__init__()
-        self.dense = nn.Linear(d_model, d_model)
+        self.dense = nn.Linear(d_model, d_model, bias=bias)
         self.act = get_activation(activation)
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps, bias=norm_bias)
         self.decoder = nn.Linear(d_model, vocab_size)
 
     @property

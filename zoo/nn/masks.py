@@ -258,13 +258,19 @@ class PerLayer(Mask):
             raise ValueError("PerLayer needs at least one mask")
 
 
+def tile(pattern, n_layers: int, what: str = "mask") -> list:
+    """``pattern`` repeated over ``n_layers`` layers and cut at the last. A pattern longer than
+    the stack is refused: some of its entries would never be used."""
+    pattern = list(pattern)
+    if not pattern:
+        raise ValueError(f"a per-layer {what} pattern needs at least one entry")
+    if len(pattern) > n_layers:
+        raise ValueError(f"a per-layer {what} pattern of {len(pattern)} entries for a stack of {n_layers} layers: "
+                         f"give at most {n_layers} (the pattern repeats over the layers)")
+    return [pattern[i % len(pattern)] for i in range(n_layers)]
+
+
 def per_layer(mask, n_layers: int) -> list:
     """The mask of each of ``n_layers`` layers: ``mask`` for all, or a :class:`PerLayer`
-    pattern tiled over them. A pattern longer than the stack is refused: some of its
-    masks would never be used."""
-    if not isinstance(mask, PerLayer):
-        return [mask] * n_layers
-    if len(mask.masks) > n_layers:
-        raise ValueError(f"a per-layer mask pattern of {len(mask.masks)} masks for a stack of {n_layers} layers: "
-                         f"give at most {n_layers} (the pattern repeats over the layers)")
-    return [mask.masks[i % len(mask.masks)] for i in range(n_layers)]
+    pattern tiled over them (:func:`tile`)."""
+    return tile(mask.masks, n_layers) if isinstance(mask, PerLayer) else [mask] * n_layers

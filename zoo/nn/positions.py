@@ -2,16 +2,20 @@
 
 Added to the input (in the embedder): :class:`LearnedPositions`,
 :class:`SinusoidalPositions`. Acting inside attention (passed to every Block
-as an argument): :class:`RotaryEmbedding` (a cos/sin table). T5's relative
-position bias is an additive attention bias of the same kind.
+as an argument): :class:`RotaryEmbedding` (a cos/sin table; :func:`rotary_tables`
+when its base differs by layer). T5's relative position bias is an additive
+attention bias of the same kind.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+
+from zoo.nn.masks import tile
 
 
 def _check_length(start: int, length: int, max_len: int) -> None:
@@ -91,6 +95,20 @@ class RotaryEmbedding(nn.Module):
         """(cos, sin), each (length, d_head)."""
         _check_length(start, length, self.max_len)
         return self.cos[start : start + length], self.sin[start : start + length]
+
+
+def rotary_tables(d_head: int, max_len: int, base: float | Sequence[float], n_layers: int
+                  ) -> RotaryEmbedding | nn.ModuleList:
+    """The rotary table of a stack of ``n_layers`` layers: one for all (``base`` a number), or
+    one per layer (an ``nn.ModuleList``) for a list of bases, a pattern repeated over the
+    layers as :class:`~zoo.nn.masks.PerLayer` masks are: ModernBERT's global layers rotate with
+    base 160,000 and its local ones with 10,000, so its pattern is [160000, 10000, 10000].
+    Layers with the same base share one table (computed once per forward)."""
+    if isinstance(base, (int, float)):
+        return RotaryEmbedding(d_head, max_len, base)
+    bases = tile(base, n_layers, "rotary base")
+    shared = {b: RotaryEmbedding(d_head, max_len, b) for b in dict.fromkeys(bases)}
+    return nn.ModuleList(shared[b] for b in bases)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

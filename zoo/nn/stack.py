@@ -34,12 +34,19 @@ class Stack(nn.Module):
             ``blocks`` (``zoo.nn.blocked``: only the key blocks the mask lets each block of
             queries see; CPU training) or ``flex`` (``zoo.nn.flex``: FlexAttention; GPU
             training, inference). The last two need masks that say their cells.
+        first_attn_norm: ``False``: the first Block's attention reads the embedder's output
+            as it is, with no norm of its own (ModernBERT: its embedder ends in a norm already).
     """
 
     def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
-                 final_norm: bool = True, attention_backend: str = "sdpa"):
+                 final_norm: bool = True, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
         self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
+        if not first_attn_norm:
+            if not block.prenorm:
+                raise ValueError("first_attn_norm=false removes the first Block's pre-attention norm: it needs "
+                                 "pre-LN Blocks (block.prenorm=true), as a post-LN Block's norm is its output's")
+            self.blocks[0].attn_norm = nn.Identity()
         self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
         self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
         check_backend(attention_backend, self.layer_masks)
@@ -80,7 +87,7 @@ class Stack(nn.Module):
         start: int = 0,
         key_padding: Tensor | None = None,
         prefix_len: Tensor | None = None,
-        rotary: RotaryEmbedding | None = None,
+        rotary: RotaryEmbedding | nn.ModuleList | None = None,
         bias: nn.Module | None = None,
         cross: AttentionContext | None = None,
     ) -> list[AttentionContext]:
@@ -89,19 +96,22 @@ class Stack(nn.Module):
         object), from the mask, the position modules and the cross context.
 
         key_padding (B, start + length): True at real positions. prefix_len (B,): prefix-LM
-        masks. rotary: a rotary table module; bias: a module ``(q_len, k_len, start) ->
+        masks. rotary: a rotary table module, or one per layer (``zoo.nn.positions.rotary_tables``:
+        a context per distinct (mask, table) pair then); bias: a module ``(q_len, k_len, start) ->
         (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias).
         Both are computed once here and shared by every context.
         """
         k_len = start + length
-        rope = None if rotary is None else rotary(length, start)
-        table = None if bias is None else bias(length, k_len, start)
+        tables = list(rotary) if isinstance(rotary, nn.ModuleList) else [rotary] * len(self.layer_masks)
+        ropes = {id(t): None if t is None else t(length, start) for t in tables}
+        bias_table = None if bias is None else bias(length, k_len, start)
         built: dict = {}
-        for mask in self.layer_masks:
-            if mask not in built:
-                built[mask] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len, table,
-                                                     rope, cross, self.attention_backend)
-        return [built[mask] for mask in self.layer_masks]
+        for mask, table in zip(self.layer_masks, tables):
+            if (mask, id(table)) not in built:
+                built[mask, id(table)] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len,
+                                                                bias_table, ropes[id(table)], cross,
+                                                                self.attention_backend)
+        return [built[mask, id(table)] for mask, table in zip(self.layer_masks, tables)]
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
         """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""

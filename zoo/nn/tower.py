@@ -32,21 +32,24 @@ class Tower(nn.Module):
         name: what the container calls this tower (``encoder``, ``decoder``, ``vision``).
         cross_attention: Blocks with cross-attention (the decoder of an encoder-decoder).
         final_norm: a norm after the last Block.
-        rope: a rotary table (``zoo.nn.positions.RotaryEmbedding``), applied inside attention.
+        rope: a rotary table (``zoo.nn.positions.RotaryEmbedding``), applied inside attention,
+            or one per layer (``zoo.nn.positions.rotary_tables``).
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``
             (T5's relative position bias), computed once per forward for every layer.
         attention_backend: ``sdpa``, ``blocks`` or ``flex`` (see :class:`~zoo.nn.stack.Stack`).
+        first_attn_norm: ``False``: no norm before the first Block's attention (the embedder ends
+            in one: ModernBERT).
     """
 
     def __init__(self, embedder: nn.Module, block: BlockConfig, n_layers: int, mask=None, name: str = "tower",
                  cross_attention: bool = False, final_norm: bool = True, rope: nn.Module | None = None,
-                 bias: nn.Module | None = None, attention_backend: str = "sdpa"):
+                 bias: nn.Module | None = None, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
         if bias is not None and attention_backend != "sdpa":
             raise ValueError(f"attention_backend={attention_backend}: an additive attention bias (T5's relative "
                              f"positions) runs only under attention_backend=sdpa")
         self.embedder = embedder
-        self.stack = Stack(block, n_layers, mask, cross_attention, final_norm, attention_backend)
+        self.stack = Stack(block, n_layers, mask, cross_attention, final_norm, attention_backend, first_attn_norm)
         self.rope, self.bias, self.name, self.cross_attention = rope, bias, name, cross_attention
 
     @property

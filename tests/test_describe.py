@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 import torch
 
 from conftest import ROOT
@@ -42,3 +43,17 @@ def test_inspection_path_gives_the_same_outputs():
     assert len(weights) == 2 and weights[0].shape == (1, 4, 16, 16)
     assert torch.allclose(weights[0].sum(-1), torch.ones(1, 4, 16), atol=1e-5)
     assert torch.all(weights[1][0, :, 0, 1:] == 0)  # causal: the first query sees only itself
+
+
+@pytest.mark.slow  # builds every preset twice (~1 min)
+def test_the_describe_command_prints_both_tables():
+    """``python -m zoo describe`` as a user runs it (inside its Hydra app, which the table of
+    model x data composes its configs in)."""
+    import subprocess
+    import sys
+
+    from zoo.train.compat import model_data_table
+
+    done = subprocess.run([sys.executable, "-m", "zoo", "describe"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert table().strip() in done.stdout and model_data_table().strip() in done.stdout

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from zoo.convert.common import CONF_DIR
 
 def shared_types(model_cfg: Any, data_cfg: Any) -> list[type]:
@@ -49,9 +50,15 @@ def choices(group: str) -> list[str]:
 
 def configs(group: str) -> dict[str, DictConfig]:
     """Every config of ``group`` (conf/<group>/*.yaml) by name, each composed on its own (its
-    defaults applied, nothing resolved)."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # once for all of them
+    defaults applied, nothing resolved); inside a zoo command too (``zoo describe``), whose
+    Hydra app has conf/ on its search path already."""
+    def compose_each() -> dict[str, DictConfig]:
         return {name: compose(f"{group}/{name}")[group] for name in choices(group)}
+
+    if GlobalHydra.instance().is_initialized():
+        return compose_each()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # once for all of them
+        return compose_each()
 
 
 def model_data_table(models: dict[str, DictConfig] | None = None, datas: dict[str, DictConfig] | None = None) -> str:

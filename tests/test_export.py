@@ -151,9 +151,90 @@ def test_a_zoo_checkpoint_becomes_a_folder_transformers_loads(tmp_path, shakespe
               "model.net.block.n_heads=2", "data.check=false", "data.batch_size=4", "data.val_batches=1",
               "trainer.max_steps=3", "trainer.val_check_interval=3", "++model.sample_tokens=5", "test=false")
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    assert export(ckpt, tmp_path / "hf") == []
+    assert export(ckpt, tmp_path / "hf") == ("GPT2LMHeadModel", [])
     assert {"config.json", "model.safetensors"} <= {p.name for p in (tmp_path / "hf").iterdir()}
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids = torch.randint(0, hf.config.vocab_size, (2, 20))
     with torch.no_grad():
         assert_matches(hf(ids).logits, load(ckpt).net.eval()(ids), what="exported checkpoint's logits")
+
+
+def saved_checkpoint(path, model: str, dims: dict, *overrides: str):
+    """A zoo checkpoint of ``model=<model>`` (built as train.py builds it, untrained) at ``path``:
+    what ``zoo export`` reads, without a training run."""
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    cfg = compose_config([f"model={model}", *overrides])
+    with open_dict(cfg):
+        cfg.dims = dims
+    built = objective(cfg)
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, path)
+    return built.eval()
+
+
+@torch.no_grad()
+def test_the_original_transformer_is_written_in_the_zoos_format_and_reads_back(tmp_path, capsys):
+    from zoo.cli.commands import call
+    from zoo.convert.export import read_zoo
+
+    dims = {"vocab_size": 40, "eos_id": 2, "bos_id": 1, "pad_id": 0}
+    model = saved_checkpoint(tmp_path / "t.ckpt", "transformer", dims, "model.net.n_encoder_layers=1",
+                             "model.net.n_decoder_layers=2", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+                             "model.net.block.d_ff=24", "model.net.context=20")
+    call("export", [f"ckpt={tmp_path / 't.ckpt'}", f"out={tmp_path / 'out'}"])
+    said = capsys.readouterr().out
+    assert "in the zoo's format (model.safetensors + zoo_config.json): this network has no transformers class" in said
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"model.safetensors", "zoo_config.json"}
+    back = read_zoo(tmp_path / "out")
+    source, target = torch.randint(3, 40, (2, 9)), torch.randint(3, 40, (2, 7))
+    assert torch.equal(back(source, target), model.net(source, target))
+    assert back.state_dict().keys() == model.net.state_dict().keys()
+
+
+def test_a_zoo_folder_naming_a_class_outside_the_registry_is_refused(tmp_path):
+    import json
+
+    from zoo.convert.export import read_zoo
+
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    (tmp_path / "zoo_config.json").write_text(json.dumps({"_target_": "os.system", "command": "touch pwned"}))
+    with pytest.raises(ValueError, match="_target_='os.system' is not a class"):
+        read_zoo(tmp_path)
+    (tmp_path / "zoo_config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="zoo_config.json is missing"):
+        read_zoo(tmp_path)
+
+
+@torch.no_grad()
+def test_zoo_export_writes_a_t5_checkpoint_that_auto_model_loads(tmp_path):
+    """A zoo T5 started from a Hugging Face v1.1 folder, exported by the command: the folder
+    ``AutoModelForSeq2SeqLM`` loads gives the first folder's logits and carries the zoo's special ids."""
+    from zoo.cli.commands import call
+
+    torch.manual_seed(0)
+    hf = _untied_t5(T.T5Config(**T5_SHAPE, feed_forward_proj="gated-gelu", tie_word_embeddings=False)).eval()
+    hf.save_pretrained(tmp_path / "in")
+    dims = {"vocab_size": 40, "eos_id": 2, "bos_id": 1, "pad_id": 0}
+    saved_checkpoint(tmp_path / "t5.ckpt", "t5", dims, f"model.init_from={tmp_path / 'in'}")
+    call("export", [f"ckpt={tmp_path / 't5.ckpt'}", f"out={tmp_path / 'out'}"])
+    out = T.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").eval()
+    assert (out.config.eos_token_id, out.config.pad_token_id, out.config.decoder_start_token_id) == (2, 0, 1)
+    source, target = torch.randint(0, 142, (2, 9)), torch.randint(0, 142, (2, 5))
+    assert_matches(out(input_ids=source, decoder_input_ids=target).logits,
+                   hf(input_ids=source, decoder_input_ids=target).logits, what="exported T5 logits")
+
+
+def test_a_family_without_a_converter_is_exported_by_naming_its_class(tmp_path):
+    from zoo.convert.export import export
+
+    dims = {"vocab_size": 50}
+    model = saved_checkpoint(tmp_path / "neo.ckpt", "gpt_neo", dims, "model.net.n_layers=2",
+                             "model.net.block.d_model=16", "model.net.block.n_heads=2", "model.net.context=40")
+    assert export(tmp_path / "neo.ckpt", tmp_path / "out", hf_class="GPTNeoForCausalLM") == ("GPTNeoForCausalLM", [])
+    hf = T.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert hf.config.attention_layers == ["global", "local"] and hf.config.window_size == 32
+    ids = torch.randint(0, 50, (2, 40))
+    with torch.no_grad():
+        assert_matches(hf(ids).logits, model.net(ids), what="exported GPT-Neo logits")

@@ -341,26 +341,76 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     return hf, untouched
 
 
-def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True) -> list[str]:
+ZOO_CONFIG = "zoo_config.json"  # the net config beside the weights of a zoo-format export
+
+
+def write_zoo(net: nn.Module, net_cfg: dict[str, Any], out: Path) -> None:
+    """The zoo's own format, for a net no ``transformers`` class holds: ``model.safetensors`` (its
+    state dict, tied weights stored once) and ``zoo_config.json`` (its resolved net config)."""
+    from safetensors.torch import save_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_model(net, str(out / "model.safetensors"))
+    (out / ZOO_CONFIG).write_text(json.dumps(net_cfg, indent=1))
+
+
+def read_zoo(folder: str | Path) -> nn.Module:
+    """The net a :func:`write_zoo` folder holds, in eval mode. Its config is refused if it names
+    a class outside :mod:`zoo.registry` (it is a user's file), before anything is built."""
+    import hydra
+    from safetensors.torch import load_model
+
+    from zoo.train.checkpoint import check_names
+
+    folder = Path(folder)
+    for name in (ZOO_CONFIG, "model.safetensors"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder / name} is missing: {folder} is not a zoo export folder")
+    net_cfg = json.loads((folder / ZOO_CONFIG).read_text())
+    check_names({"hyper_parameters": {"net": net_cfg}}, folder / ZOO_CONFIG)
+    net = hydra.utils.instantiate(net_cfg)
+    load_model(net, str(folder / "model.safetensors"))
+    return net.eval()
+
+
+def _special_ids(hparams: dict[str, Any]) -> dict[str, int]:
+    """The Hugging Face config's special token ids from the objective's (those it has); an
+    encoder-decoder's decoder starts from its ``bos_id``."""
+    ids = {f"{name}_token_id": hparams[f"{name}_id"] for name in ("pad", "bos", "eos") if hparams.get(f"{name}_id") is not None}
+    if "n_decoder_layers" in hparams["net"] and "bos_token_id" in ids:
+        ids["decoder_start_token_id"] = ids["bos_token_id"]
+    return ids
+
+
+def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
     ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
-    LoRA adapters (a run with ``model.lora``) are merged into the weights first; without
-    ``merge_lora`` such a checkpoint is refused. Returns the names of the Hugging Face weights the
-    zoo net has no counterpart for."""
+    The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
+    for a family without one (GPT-Neo, YOLOS, ViTDet); a net with neither (the original
+    Transformer) is written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
+    with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
+    checkpoint is refused. Returns (the class written, None for the zoo's format; the names of
+    its weights the zoo net has no counterpart for)."""
     from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
     objective = load(ckpt)
-    net = objective.net
-    if objective.hparams.get("lora"):
+    net, hparams = objective.net, objective.hparams
+    if hparams.get("lora"):
         if not merge_lora:
             raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
         net = lora.merge(net)
-    hf, untouched = to_hf(net, objective.hparams.net, objective.hparams.get("converter"))
+    hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
     out = Path(out)
-    hf.save_pretrained(out)
-    tokenizer = tokenizer_of(ckpt) if objective.hparams.get("tokenizer") else None
+    if hf_class is None:
+        write_zoo(net, hparams.net, out)
+        untouched = []
+    else:
+        hf, untouched = to_hf(net, hparams.net, hf_class, _special_ids(hparams))
+        hf.save_pretrained(out)
+    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     if tokenizer is not None and hasattr(tokenizer, "tokenizer"):  # HFTokenizer: a tokenizers.Tokenizer inside
         tokenizer.tokenizer.save(str(out / "tokenizer.json"))
-    (out / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "untouched": untouched}, indent=1))
-    return untouched
+    (out / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class, "untouched": untouched},
+                                                    indent=1))
+    return hf_class, untouched

@@ -24,8 +24,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert import big_bird, bert, gpt2, gpt_neo, llama, mistral, t5, videomae, vit, vitdet, vivit, whisper, yolos
+from zoo.convert import big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit, whisper, yolos
 from zoo.convert.common import shape_overrides
+from zoo.nn.tower import without_unread
 
 
 @dataclass(frozen=True)
@@ -35,17 +36,17 @@ class Family:
     hf_class: str  # transformers class name, e.g. "GPT2LMHeadModel"
     config_class: str  # e.g. "GPT2Config"
     converter: str | None  # the model.converter that marks a checkpoint of this family (None: none does)
-    keys: dict[str, str]  # Hugging Face config key -> zoo net config path
+    keys: dict[str, str]  # Hugging Face config key (dotted into a sub-config: text_config.x) -> zoo net config path
     activations: dict[str, str]  # Hugging Face activation name -> zoo's (the import's table); {}: in ``extra``
     activation_key: str | None  # the Hugging Face config key of the activation
     shape: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]  # (the import's config, net) -> zoo shape
     state_dict: Callable[[dict[str, Tensor], dict[str, Any]], dict[str, Tensor]]  # the import's weight map
     example: Callable[[dict[str, Any]], Tensor | tuple[Tensor, ...]]  # an input (or inputs) for the check
-    outputs: Callable[[nn.Module, Any], Tensor]  # the Hugging Face model's outputs (the zoo's: net(*x))
+    outputs: Callable[[nn.Module, Any], Tensor]  # the Hugging Face model's outputs
     extra: Callable[[dict[str, Any]], dict[str, Any]] = lambda net: {}  # keys that are not plain copies
     prepare: Callable[[nn.Module, dict[str, Any]], None] = lambda hf, net: None  # e.g. untie a head
     computed: tuple[str, ...] = ()  # zoo weights Hugging Face computes itself (not among its weights)
-    zoo_outputs: Callable[[Any], Tensor] = lambda y: y  # the zoo net's outputs as one tensor
+    ours: Callable[[nn.Module, Any], Tensor] = lambda net, x: net(*x) if isinstance(x, tuple) else net(x)  # the zoo's
 
 
 def _at(net: dict[str, Any], path: str) -> Any:
@@ -159,6 +160,26 @@ def _rope(net: dict[str, Any]) -> dict[str, Any]:
     return {"rope_parameters": {"rope_type": "default", "rope_theta": net["rotary_base"]}}
 
 
+def _llava_prompt(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """(tokens (2, L) with the image's placeholders expanded after the first token, images (2, C, S, S))."""
+    e, vision = net["embedder"], net["embedder"]["vision"]
+    n_image = (vision["image_size"] // vision["model"]["embedder"]["patch_size"]) ** 2 + int(vision["keep_cls"])
+    text = _tokens(net, "embedder.text.vocab_size", 8)
+    text[text == e["image_token_id"]] = (e["image_token_id"] + 1) % e["text"]["vocab_size"]  # text only
+    image = torch.full((2, n_image), e["image_token_id"])
+    tokens = torch.cat([text[:, :1], image, text[:, 1:]], 1)
+    channels = vision["model"]["embedder"]["channels"]
+    return tokens, torch.randn(2, channels, vision["image_size"], vision["image_size"])
+
+
+def _llava_extra(net: dict[str, Any]) -> dict[str, Any]:
+    vision = net["embedder"]["vision"]
+    return {"text_config.model_type": "llama", "vision_config.model_type": "clip_vision_model",
+            "text_config.rope_parameters": _rope(net)["rope_parameters"],
+            "vision_feature_select_strategy": "full" if vision["keep_cls"] else "default",
+            "image_seq_length": _llava_prompt(net)[0].shape[1] - 8}
+
+
 _FAMILIES = [
     Family("GPT2LMHeadModel", "GPT2Config", "zoo.convert.gpt2.pretrained",
            {"n_layer": "n_layers", "n_positions": "context", "n_embd": "block.d_model", "n_head": "block.n_heads",
@@ -245,7 +266,7 @@ _FAMILIES = [
            vit.HF_ACTIVATIONS, "hidden_act", _config_only(lambda c: _parsed(yolos.yolos_overrides(c))),
            lambda sd, net: yolos.yolos_state_dict(sd, net["n_layers"]), _image, _yolos_outputs,
            extra=lambda net: {"use_mid_position_embeddings": False, "image_size": [net["embedder"]["image_size"]] * 2},
-           zoo_outputs=lambda d: torch.cat([d.logits, d.boxes], -1)),
+           ours=lambda net, x: torch.cat(net(x), -1)),  # Detections (logits, boxes)
     Family("VitDetModel", "VitDetConfig", None,
            {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
             "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
@@ -259,9 +280,36 @@ _FAMILIES = [
            lambda hf, x: hf(x).last_hidden_state.flatten(2).transpose(1, 2),  # (B, D, H, W) -> the zoo's (B, N, D)
            extra=lambda net: _vitdet_layers(net) | {"use_relative_position_embeddings": False,
                                                      "use_absolute_position_embeddings": True}),
+    Family("LlavaForConditionalGeneration", "LlavaConfig", "zoo.convert.llava.pretrained",
+           {f"text_config.{k}": v for k, v in LLAMA_KEYS.items()} | {
+               "text_config.vocab_size": "embedder.text.vocab_size", "tie_word_embeddings": "tie_embeddings",
+               "image_token_index": "embedder.image_token_id", "vision_feature_layer": "embedder.vision.feature_layer",
+               **{f"vision_config.{k}": f"embedder.vision.{v}" for k, v in {
+                   "hidden_size": "model.block.d_model", "intermediate_size": "model.block.d_ff",
+                   "num_hidden_layers": "model.n_layers", "num_attention_heads": "model.block.n_heads",
+                   "image_size": "image_size", "patch_size": "model.embedder.patch_size",
+                   "num_channels": "model.embedder.channels", "layer_norm_eps": "model.block.norm_eps",
+                   "hidden_act": "model.block.activation"}.items()}},
+           {"silu": "silu", "gelu": "gelu"}, "text_config.hidden_act", _config_only(llava.llava_shape),
+           lambda sd, net: llava.llava_state_dict(sd, {"text_config": {"num_hidden_layers": net["n_layers"]}, "vision_config": {
+               "num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
+           _llava_prompt, lambda hf, x: hf(input_ids=x[0], pixel_values=x[1]).logits,
+           extra=_llava_extra, ours=lambda net, x: net(x[0], images=x[1])),
 ]
 FAMILIES: dict[str, Family] = {f.hf_class: f for f in _FAMILIES}  # by transformers class
 BY_CONVERTER: dict[str, str] = {f.converter: f.hf_class for f in _FAMILIES if f.converter}  # model.converter -> class
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """Config keys, dotted into sub-configs (``text_config.hidden_size``), as nested dicts."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return out
 
 
 def hf_config(family: Family, net: dict[str, Any], ids: dict[str, int | None] | None = None):
@@ -277,7 +325,7 @@ def hf_config(family: Family, net: dict[str, Any], ids: dict[str, int | None] | 
             raise ValueError(f"block.activation={act!r} has no {family.hf_class} equivalent "
                              f"(it has {sorted(set(family.activations.values()))})")
         values[family.activation_key] = names[0]
-    config = getattr(transformers, family.config_class)(**values | family.extra(net) | (ids or {}))
+    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | (ids or {})))
     shape = family.shape(config.to_dict(), net)
     differ = {k: (v, _at(net, k)) for k, v in shape.items() if _at(net, k) != v}
     if differ:
@@ -314,7 +362,9 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     offsets = torch.tensor([0, *sizes]).cumsum(0).tolist()
     probe = {k: torch.arange(offsets[i], offsets[i + 1], dtype=torch.float64).view(v.shape)
              for i, (k, v) in enumerate(target.items())}
-    where = family.state_dict(probe, net_cfg)
+    # Weights of layers the zoo net does not build (a vision tower's layers after the one it reads)
+    # stay at their initialisation: they do not change the outputs.
+    where = without_unread(net, family.state_dict(probe, net_cfg))
     flat = torch.cat([v.detach().flatten().to(torch.float64) for v in target.values()])
     written = torch.zeros_like(flat, dtype=torch.bool)
     own = net.state_dict()
@@ -332,7 +382,7 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     hf.load_state_dict(state, strict=False)
     untouched = [k for i, k in enumerate(target) if not written[offsets[i]: offsets[i + 1]].any()]
     x = family.example(net_cfg)
-    ours = family.zoo_outputs(net.eval()(*(x if isinstance(x, tuple) else (x,))))
+    ours = family.ours(net.eval(), x)
     theirs = family.outputs(hf, x)
     diff = (ours - theirs).abs().max().item()
     if diff > 1e-4 * (1 + theirs.abs().max().item()):

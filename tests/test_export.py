@@ -12,7 +12,8 @@ import transformers as T
 from omegaconf import OmegaConf, open_dict
 
 from exactness import assert_matches
-from zoo.convert import big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit, whisper, yolos
+from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit,
+                         whisper, yolos)
 from zoo.convert.common import build_net, compose_config, shape_overrides
 from zoo.convert.export import FAMILIES, to_hf
 
@@ -50,12 +51,14 @@ CASES = {
                                                     max_position_embeddings=32)),
              bert, "bert", lambda c: shape_overrides(bert.bert_shape(c)), {"vocab_size": 50}),
     "llama": (lambda: T.LlamaForCausalLM(T.LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=40,
-                                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                                       max_position_embeddings=32, rope_theta=5000.0)),
+                                                       num_hidden_layers=2, num_attention_heads=4,
+                                                       num_key_value_heads=2, max_position_embeddings=32,
+                                                       rope_theta=5000.0)),
               llama, "llama", lambda c: shape_overrides(llama.llama_shape(c)), {"vocab_size": 50}),
     "vit": (lambda: _randomise(T.ViTForImageClassification(T.ViTConfig(image_size=32, patch_size=8, num_labels=5,
                                                                        **VISION)), 0.5),
-            vit, "vit", lambda c: shape_overrides(vit.vit_shape(c)), {"num_classes": 5, "image_size": 32, "channels": 3}),
+            vit, "vit", lambda c: shape_overrides(vit.vit_shape(c)),
+            {"num_classes": 5, "image_size": 32, "channels": 3}),
     "t5": (lambda: T.T5ForConditionalGeneration(T.T5Config(**T5_SHAPE)),
            t5, "t5", lambda c: shape_overrides(t5.t5_shape(c, True)), {"vocab_size": 40}),
     "t5_v1_1": (lambda: _untied_t5(T.T5Config(**T5_SHAPE, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
@@ -79,7 +82,8 @@ CASES = {
     "gpt_neo": (lambda: T.GPTNeoForCausalLM(T.GPTNeoConfig(vocab_size=50, hidden_size=16, num_layers=3, num_heads=2,
                                                            max_position_embeddings=64, window_size=5,
                                                            attention_types=[[["global", "local"], 1], [["local"], 1]])),
-                gpt_neo, "gpt_neo", lambda c: gpt_neo.gpt_neo_config_overrides(T.GPTNeoConfig(**c)), {"vocab_size": 50}),
+                gpt_neo, "gpt_neo", lambda c: gpt_neo.gpt_neo_config_overrides(T.GPTNeoConfig(**c)),
+                {"vocab_size": 50}),
     "vivit": (lambda: _randomise(T.VivitForVideoClassification(T.VivitConfig(**VIDEO, tubelet_size=[2, 4, 4])), 0.02),
               vivit, "vivit", lambda c: shape_overrides(vivit.vivit_shape(c)),
               {"num_classes": 3, "num_frames": 4, "image_size": 8, "channels": 3}),
@@ -94,11 +98,12 @@ CASES = {
     "vitdet": (lambda: _randomise(T.VitDetModel(T.VitDetConfig(
         hidden_size=16, num_hidden_layers=3, num_attention_heads=2, mlp_ratio=2, image_size=16, pretrain_image_size=16,
         patch_size=2, window_size=4, window_block_indices=[0, 1])), 0.02),
-        vitdet, "vitdet", lambda c: [*shape_overrides(vitdet.vitdet_shape(c)), "model.net.head={_target_:torch.nn.Identity}"],
+        vitdet, "vitdet",
+        lambda c: [*shape_overrides(vitdet.vitdet_shape(c)), "model.net.head={_target_:torch.nn.Identity}"],
         {"num_classes": 1, "image_size": 16, "channels": 3}),
     "llava": (lambda: T.LlavaForConditionalGeneration(T.LlavaConfig(
-        vision_config=T.CLIPVisionConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
-                                         image_size=16, patch_size=8, hidden_act="quick_gelu"),
+        vision_config=T.CLIPVisionConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=3,
+                                         num_attention_heads=2, image_size=16, patch_size=8, hidden_act="quick_gelu"),
         text_config=T.LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32),
         image_token_index=49)),
@@ -250,3 +255,12 @@ def test_a_family_without_a_converter_is_exported_by_naming_its_class(tmp_path):
     ids = torch.randint(0, 50, (2, 40))
     with torch.no_grad():
         assert_matches(hf(ids).logits, model.net(ids), what="exported GPT-Neo logits")
+
+
+def test_a_vitdet_classifier_is_refused_naming_its_head():
+    """VitDetModel is the backbone: a zoo ViTDet trained as a classifier has weights it cannot hold."""
+    overrides = ["model.net.n_layers=3", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+                 "model.net.block.d_ff=32"]
+    dims = {"num_classes": 4, "image_size": 16, "channels": 3}
+    with pytest.raises(ValueError, match=r"VitDetModel has no place for the zoo weights \['head\."):
+        to_hf(build_net("vitdet", overrides, dims), resolved_net("vitdet", overrides, dims), "VitDetModel")

@@ -9,7 +9,12 @@ config through each family's table of (Hugging Face key, zoo key) below, and is 
 family's own import shape (every value the import would set must be the net's). Last, the
 exported model must give the zoo net's outputs on an example input, or nothing is written: a
 zoo net that uses something the Hugging Face class cannot express is refused, with the
-difference.
+difference. An encoder-decoder's (T5, Whisper) or LLaVA's example is a tuple of inputs.
+
+A checkpoint's ``model.converter`` names its family; GPT-Neo, YOLOS and ViTDet checkpoints name
+none, so their export names the class (``hf_class``). A net no ``transformers`` class holds (the
+original Transformer) is written in the zoo's own format instead: ``model.safetensors`` and its
+net config (:func:`write_zoo`, :func:`read_zoo`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert import big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit, whisper, yolos
+from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit,
+                         whisper, yolos)
 from zoo.convert.common import shape_overrides
 from zoo.nn.tower import without_unread
 
@@ -81,7 +87,8 @@ def _t5_feed_forward(net: dict[str, Any]) -> str:
     act, gated = net["block"]["activation"], net["block"]["gated"]
     names = {"relu": "relu", "gelu_tanh": "gelu" if gated else "gelu_new"}
     if act not in names:
-        raise ValueError(f"block.activation={act!r} has no T5ForConditionalGeneration equivalent (it has {sorted(names)})")
+        raise ValueError(f"block.activation={act!r} has no T5ForConditionalGeneration equivalent "
+                         f"(it has {sorted(names)})")
     return ("gated-" if gated else "") + names[act]
 
 
@@ -92,32 +99,39 @@ def _untie_t5(hf: nn.Module, net: dict[str, Any]) -> None:
         hf.lm_head.weight = nn.Parameter(hf.lm_head.weight.detach().clone())
 
 
-def _neo_attention(net: dict[str, Any]) -> dict[str, Any]:
-    """GPT-Neo's ``attention_types`` (one entry per layer) and ``window_size`` of the zoo net's masks."""
+def _layer_masks(net: dict[str, Any], kinds: dict[str, str], windowed: str,
+                 hf_class: str) -> tuple[list[str], int | None]:
+    """(each layer's kind, the one window) of the zoo net's masks (a PerLayer pattern tiles the
+    layers), ``kinds``: mask class -> the Hugging Face name of the layer kind; ``windowed``: the
+    class whose ``window`` is the window. Other masks, or two windows, are refused."""
     mask = net["mask"]
     masks = mask["masks"] if mask["_target_"] == "zoo.nn.masks.PerLayer" else [mask]
-    kinds = {"zoo.nn.masks.CausalMask": "global", "zoo.nn.masks.LocalMask": "local"}
     unknown = sorted({m["_target_"] for m in masks} - set(kinds))
-    windows = {m["window"] for m in masks if m["_target_"] == "zoo.nn.masks.LocalMask"}
+    windows = {m["window"] for m in masks if m["_target_"] == windowed}
     if unknown or len(windows) > 1:
-        raise ValueError(f"GPTNeoForCausalLM has causal and local (one window) layers: this net has masks "
+        raise ValueError(f"{hf_class} has {sorted(kinds)} layers with one window: this net has masks "
                          f"{unknown or sorted(windows)}")
-    layers = [kinds[masks[i % len(masks)]["_target_"]] for i in range(net["n_layers"])]
-    return {"attention_types": [[[kind], 1] for kind in layers], "window_size": windows.pop() if windows else 256}
+    return [kinds[masks[i % len(masks)]["_target_"]] for i in range(net["n_layers"])], next(iter(windows), None)
+
+
+def _neo_attention(net: dict[str, Any]) -> dict[str, Any]:
+    """GPT-Neo's ``attention_types`` (one entry per layer) and ``window_size`` of the zoo net's masks."""
+    layers, window = _layer_masks(net, {"zoo.nn.masks.CausalMask": "global", "zoo.nn.masks.LocalMask": "local"},
+                                  "zoo.nn.masks.LocalMask", "GPTNeoForCausalLM")
+    return {"attention_types": [[[kind], 1] for kind in layers], "window_size": window or 256}
 
 
 def _vitdet_layers(net: dict[str, Any]) -> dict[str, Any]:
     """ViTDet's ``window_block_indices`` and ``window_size`` of the zoo net's per-layer masks, and its
     ``mlp_ratio``."""
-    masks = net["mask"]["masks"] if net["mask"]["_target_"] == "zoo.nn.masks.PerLayer" else [net["mask"]]
-    windows = {m.get("window") for m in masks if m["_target_"] == "zoo.nn.masks.GridWindowMask"}
-    indices = [i for i in range(net["n_layers"]) if masks[i % len(masks)]["_target_"] == "zoo.nn.masks.GridWindowMask"]
+    layers, window = _layer_masks(net, {"zoo.nn.masks.GridWindowMask": "window", "zoo.nn.masks.NoMask": "global"},
+                                  "zoo.nn.masks.GridWindowMask", "VitDetModel")
     d, d_ff = net["block"]["d_model"], net["block"]["d_ff"]
     if d_ff % d:
         raise ValueError(f"VitDetModel's MLP is a whole mlp_ratio x hidden_size: block.d_ff={d_ff} is not a "
                          f"multiple of block.d_model={d}")
-    return {"window_block_indices": indices, "window_size": windows.pop() if len(windows) == 1 else 0,
-            "mlp_ratio": d_ff // d}
+    return {"window_block_indices": [i for i, kind in enumerate(layers) if kind == "window"],
+            "window_size": window or 0, "mlp_ratio": d_ff // d}
 
 
 def _image(net: dict[str, Any]) -> Tensor:
@@ -133,37 +147,46 @@ def _video(net: dict[str, Any]) -> Tensor:
 
 
 def _yolos_outputs(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, Q, num_classes + 1 + 4): a detector's class logits and boxes side by side."""
     out = hf(x)
     return torch.cat([out.logits, out.pred_boxes], -1)
 
 
 BERT_KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
-             "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps",
-             "vocab_size": "embedder.vocab_size", "type_vocab_size": "embedder.n_segments",
-             "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout"}
+             "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff",
+             "layer_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+             "type_vocab_size": "embedder.n_segments", "hidden_dropout_prob": "block.dropout",
+             "attention_probs_dropout_prob": "block.attn_dropout"}
 LLAMA_KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
               "num_attention_heads": "block.n_heads", "num_key_value_heads": "block.n_kv_heads",
               "intermediate_size": "block.d_ff", "rms_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
               "tie_word_embeddings": "tie_embeddings", "attention_dropout": "block.attn_dropout"}
 VIT_KEYS = {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
-            "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps", "hidden_dropout_prob": "block.dropout",
-            "attention_probs_dropout_prob": "block.attn_dropout", "image_size": "embedder.image_size",
-            "num_channels": "embedder.channels", "num_labels": "head.num_classes"}
+            "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps",
+            "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout",
+            "image_size": "embedder.image_size", "num_channels": "embedder.channels", "num_labels": "head.num_classes"}
 VIDEO_KEYS = VIT_KEYS | {"num_frames": "embedder.frames"}
 
 
 def _llama_weights(sd: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+    """The Llama import's map of a ``LlamaForCausalLM`` state dict (Mistral's names are the same)."""
     return llama.llama_state_dict({k.removeprefix("model."): v for k, v in sd.items()}, net["n_layers"])
 
 
 def _rope(net: dict[str, Any]) -> dict[str, Any]:
+    """The plain rotary table of the net's base (transformers 5 keeps it in ``rope_parameters``)."""
     return {"rope_parameters": {"rope_type": "default", "rope_theta": net["rotary_base"]}}
+
+
+def _n_image(vision: dict[str, Any]) -> int:
+    """How many vectors the vision tower ``vision`` (its config) gives an image: the patches (+ CLS)."""
+    return (vision["image_size"] // vision["model"]["embedder"]["patch_size"]) ** 2 + int(vision["keep_cls"])
 
 
 def _llava_prompt(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
     """(tokens (2, L) with the image's placeholders expanded after the first token, images (2, C, S, S))."""
     e, vision = net["embedder"], net["embedder"]["vision"]
-    n_image = (vision["image_size"] // vision["model"]["embedder"]["patch_size"]) ** 2 + int(vision["keep_cls"])
+    n_image = _n_image(vision)
     text = _tokens(net, "embedder.text.vocab_size", 8)
     text[text == e["image_token_id"]] = (e["image_token_id"] + 1) % e["text"]["vocab_size"]  # text only
     image = torch.full((2, n_image), e["image_token_id"])
@@ -173,11 +196,12 @@ def _llava_prompt(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
 
 
 def _llava_extra(net: dict[str, Any]) -> dict[str, Any]:
+    """LLaVA's sub-config kinds, rotary table, feature selection and image length."""
     vision = net["embedder"]["vision"]
     return {"text_config.model_type": "llama", "vision_config.model_type": "clip_vision_model",
             "text_config.rope_parameters": _rope(net)["rope_parameters"],
             "vision_feature_select_strategy": "full" if vision["keep_cls"] else "default",
-            "image_seq_length": _llava_prompt(net)[0].shape[1] - 8}
+            "image_seq_length": _n_image(vision)}
 
 
 _FAMILIES = [
@@ -209,7 +233,8 @@ _FAMILIES = [
                                             net["tie_embeddings"]),
            lambda net: (_tokens(net, "head.vocab_size"), _tokens(net, "head.vocab_size", 12)),
            lambda hf, x: hf(input_ids=x[0], decoder_input_ids=x[1]).logits,
-           extra=lambda net: {"feed_forward_proj": _t5_feed_forward(net), "scale_decoder_outputs": net["head"]["scale"] != 1.0},
+           extra=lambda net: {"feed_forward_proj": _t5_feed_forward(net),
+                              "scale_decoder_outputs": net["head"]["scale"] != 1.0},
            prepare=_untie_t5),
     Family("WhisperForConditionalGeneration", "WhisperConfig", "zoo.convert.whisper.pretrained",
            {"encoder_layers": "n_encoder_layers", "decoder_layers": "n_decoder_layers", "d_model": "block.d_model",
@@ -242,7 +267,8 @@ _FAMILIES = [
     Family("GPTNeoForCausalLM", "GPTNeoConfig", None,
            {"num_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
             "num_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_epsilon": "block.norm_eps",
-            "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings", "resid_dropout": "block.dropout",
+            "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings",
+            "resid_dropout": "block.dropout",
             "attention_dropout": "block.attn_dropout", "embed_dropout": "embedder.dropout"},
            {"gelu_new": "gelu_tanh"}, "activation_function",
            _config_only(lambda c: _parsed(gpt_neo.gpt_neo_config_overrides(SimpleNamespace(**c)))),
@@ -291,8 +317,9 @@ _FAMILIES = [
                    "num_channels": "model.embedder.channels", "layer_norm_eps": "model.block.norm_eps",
                    "hidden_act": "model.block.activation"}.items()}},
            {"silu": "silu", "gelu": "gelu"}, "text_config.hidden_act", _config_only(llava.llava_shape),
-           lambda sd, net: llava.llava_state_dict(sd, {"text_config": {"num_hidden_layers": net["n_layers"]}, "vision_config": {
-               "num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
+           lambda sd, net: llava.llava_state_dict(sd, {
+               "text_config": {"num_hidden_layers": net["n_layers"]},
+               "vision_config": {"num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
            _llava_prompt, lambda hf, x: hf(input_ids=x[0], pixel_values=x[1]).logits,
            extra=_llava_extra, ours=lambda net, x: net(x[0], images=x[1])),
 ]
@@ -426,13 +453,15 @@ def read_zoo(folder: str | Path) -> nn.Module:
 def _special_ids(hparams: dict[str, Any]) -> dict[str, int]:
     """The Hugging Face config's special token ids from the objective's (those it has); an
     encoder-decoder's decoder starts from its ``bos_id``."""
-    ids = {f"{name}_token_id": hparams[f"{name}_id"] for name in ("pad", "bos", "eos") if hparams.get(f"{name}_id") is not None}
+    ids = {f"{name}_token_id": hparams[f"{name}_id"] for name in ("pad", "bos", "eos")
+           if hparams.get(f"{name}_id") is not None}
     if "n_decoder_layers" in hparams["net"] and "bos_token_id" in ids:
         ids["decoder_start_token_id"] = ids["bos_token_id"]
     return ids
 
 
-def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None) -> tuple[str | None, list[str]]:
+def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True,
+           hf_class: str | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
     ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
     The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``

@@ -3,17 +3,26 @@
     python -m zoo export ckpt=outputs/train/<run>/checkpoints/last.ckpt out=hf_gpt
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('hf_gpt')"
 
-What it writes and how it checks it: :mod:`zoo.convert.export`.
+A family whose checkpoints name no converter (GPT-Neo, YOLOS, ViTDet) names its class:
+``hf_class=GPTNeoForCausalLM``. A net no ``transformers`` class holds (the original Transformer)
+is written in the zoo's own format (``model.safetensors`` + ``zoo_config.json``), and the command
+says so. What it writes and how it checks it: :mod:`zoo.convert.export`.
 """
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from zoo.convert.export import export
+from zoo.convert.export import FAMILIES, ZOO_CONFIG, export
 
 
 def main(cfg: DictConfig) -> None:
-    """Write ``ckpt`` into ``out`` (conf/export.yaml) and say what has no zoo counterpart."""
-    untouched = export(cfg.ckpt, cfg.out, merge_lora=cfg.merge_lora)
-    print(f"wrote {cfg.out}" + (f" (left at their initialisation, no zoo counterpart: {untouched})" if untouched else ""))
+    """Write ``ckpt`` into ``out`` (conf/export.yaml) and say what was written."""
+    written, untouched = export(cfg.ckpt, cfg.out, merge_lora=cfg.merge_lora, hf_class=cfg.hf_class)
+    if written is None:
+        print(f"wrote {cfg.out} in the zoo's format (model.safetensors + {ZOO_CONFIG}): this network has no "
+              f"transformers class (export writes {sorted(FAMILIES)}; name one with hf_class= for a family "
+              f"whose checkpoints name no converter); read it back with zoo.convert.export.read_zoo")
+        return
+    print(f"wrote {cfg.out} ({written})"
+          + (f" (left at their initialisation, no zoo counterpart: {untouched})" if untouched else ""))

@@ -9,7 +9,12 @@ config through each family's table of (Hugging Face key, zoo key) below, and is 
 family's own import shape (every value the import would set must be the net's). Last, the
 exported model must give the zoo net's outputs on an example input, or nothing is written: a
 zoo net that uses something the Hugging Face class cannot express is refused, with the
-difference.
+difference. An encoder-decoder's (T5, Whisper) or LLaVA's example is a tuple of inputs.
+
+A checkpoint's ``model.converter`` names its family; GPT-Neo, YOLOS and ViTDet checkpoints name
+none, so their export names the class (``hf_class``). A net no ``transformers`` class holds (the
+original Transformer) is written in the zoo's own format instead: ``model.safetensors`` and its
+net config (:func:`write_zoo`, :func:`read_zoo`).
 """
 
 from __future__ import annotations
@@ -17,13 +22,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert import bert, gpt2, llama, vit
+from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit,
+                         whisper, yolos)
+from zoo.convert.common import shape_overrides
+from zoo.nn.tower import without_unread
 
 
 @dataclass(frozen=True)
@@ -32,81 +41,320 @@ class Family:
 
     hf_class: str  # transformers class name, e.g. "GPT2LMHeadModel"
     config_class: str  # e.g. "GPT2Config"
-    keys: dict[str, str]  # Hugging Face config key -> zoo net config path
-    activations: dict[str, str]  # Hugging Face activation name -> zoo's (the import's table)
-    activation_key: str  # the Hugging Face config key of the activation
-    shape: Callable[[dict[str, Any]], dict[str, Any]]  # the import's config -> zoo shape
+    converter: str | None  # the model.converter that marks a checkpoint of this family (None: none does)
+    keys: dict[str, str]  # Hugging Face config key (dotted into a sub-config: text_config.x) -> zoo net config path
+    activations: dict[str, str]  # Hugging Face activation name -> zoo's (the import's table); {}: in ``extra``
+    activation_key: str | None  # the Hugging Face config key of the activation
+    shape: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]  # (the import's config, net) -> zoo shape
     state_dict: Callable[[dict[str, Tensor], dict[str, Any]], dict[str, Tensor]]  # the import's weight map
-    example: Callable[[dict[str, Any]], Tensor]  # an input for the check
-    outputs: Callable[[nn.Module, Tensor], Tensor]  # the Hugging Face model's outputs (the zoo's: net(x))
+    example: Callable[[dict[str, Any]], Tensor | tuple[Tensor, ...]]  # an input (or inputs) for the check
+    outputs: Callable[[nn.Module, Any], Tensor]  # the Hugging Face model's outputs
     extra: Callable[[dict[str, Any]], dict[str, Any]] = lambda net: {}  # keys that are not plain copies
+    prepare: Callable[[nn.Module, dict[str, Any]], None] = lambda hf, net: None  # e.g. untie a head
+    computed: tuple[str, ...] = ()  # zoo weights Hugging Face computes itself (not among its weights)
+    ours: Callable[[nn.Module, Any], Tensor] = lambda net, x: net(*x) if isinstance(x, tuple) else net(x)  # the zoo's
 
 
-def _tokens(net: dict[str, Any]) -> Tensor:
-    return torch.randint(0, net["embedder"]["vocab_size"], (2, min(16, net["context"])))
+def _at(net: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` (dotted) of the net config ``net``."""
+    return OmegaConf.select(OmegaConf.create(net), path)
+
+
+def _tokens(net: dict[str, Any], vocab: str = "embedder.vocab_size", length: int = 16) -> Tensor:
+    """(2, T) random ids below the vocabulary at ``vocab``, T = ``length`` cut to the context."""
+    return torch.randint(0, _at(net, vocab), (2, min(length, net["context"])))
 
 
 def _logits(hf: nn.Module, x: Tensor) -> Tensor:
     return hf(x).logits
 
 
-FAMILIES: dict[str, Family] = {
-    "zoo.convert.gpt2.pretrained": Family(
-        "GPT2LMHeadModel", "GPT2Config",
-        {"n_layer": "n_layers", "n_positions": "context", "n_embd": "block.d_model", "n_head": "block.n_heads",
-         "n_inner": "block.d_ff", "layer_norm_epsilon": "block.norm_eps", "vocab_size": "embedder.vocab_size",
-         "tie_word_embeddings": "tie_embeddings", "resid_pdrop": "block.dropout", "attn_pdrop": "block.attn_dropout",
-         "embd_pdrop": "embedder.dropout"},
-        gpt2.ACTIVATIONS, "activation_function", gpt2.gpt2_shape,
-        lambda sd, net: gpt2.gpt2_state_dict(sd, net["n_layers"]), _tokens, _logits),
-    "zoo.convert.bert.pretrained": Family(
-        "BertForMaskedLM", "BertConfig",
-        {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
-         "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps",
-         "vocab_size": "embedder.vocab_size", "type_vocab_size": "embedder.n_segments",
-         "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout"},
-        bert.ACTIVATIONS, "hidden_act", bert.bert_shape,
-        lambda sd, net: bert.bert_state_dict(sd, net["n_layers"]), _tokens, _logits),
-    "zoo.convert.llama.pretrained": Family(
-        "LlamaForCausalLM", "LlamaConfig",
-        {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
-         "num_attention_heads": "block.n_heads", "num_key_value_heads": "block.n_kv_heads",
-         "intermediate_size": "block.d_ff", "rms_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
-         "tie_word_embeddings": "tie_embeddings", "attention_dropout": "block.attn_dropout"},
-        {"silu": "silu", "gelu": "gelu"}, "hidden_act", llama.llama_lm_shape,
-        lambda sd, net: llama.llama_state_dict({k.removeprefix("model."): v for k, v in sd.items()}, net["n_layers"]),
-        _tokens, _logits,
-        extra=lambda net: {"rope_parameters": {"rope_type": "default", "rope_theta": net["rotary_base"]}}),
-    "zoo.convert.vit.pretrained": Family(
-        "ViTForImageClassification", "ViTConfig",
-        {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
-         "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q",
-         "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout",
-         "image_size": "embedder.image_size", "patch_size": "embedder.patch_size", "num_channels": "embedder.channels",
-         "num_labels": "head.num_classes"},
-        vit.HF_ACTIVATIONS, "hidden_act", vit.vit_shape,
-        lambda sd, net: vit.hf_vit_state_dict(sd, net["n_layers"]),
-        lambda net: torch.randn(2, net["embedder"]["channels"], net["embedder"]["image_size"],
-                                net["embedder"]["image_size"]),
-        _logits),
-}
+def _config_only(shape: Callable[[dict[str, Any]], dict[str, Any]]):
+    """A family's import shape that reads only the Hugging Face config."""
+    return lambda config, net: shape(config)
 
 
-def hf_config(family: Family, net: dict[str, Any]):
-    """The Hugging Face config of the zoo net config ``net``, checked against the import's shape."""
+def _parsed(overrides: list[str]) -> dict[str, Any]:
+    """An import's Hydra overrides (``model.net.<path>=<value>``) as its shape (path -> value)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return {o.key_or_group.removeprefix("model.net."): o.value()
+            for o in OverridesParser.create().parse_overrides(overrides)}
+
+
+def _t5_feed_forward(net: dict[str, Any]) -> str:
+    """T5's ``feed_forward_proj`` of the zoo net (``gated-gelu`` means the tanh GELU in T5Config)."""
+    act, gated = net["block"]["activation"], net["block"]["gated"]
+    names = {"relu": "relu", "gelu_tanh": "gelu" if gated else "gelu_new"}
+    if act not in names:
+        raise ValueError(f"block.activation={act!r} has no T5ForConditionalGeneration equivalent "
+                         f"(it has {sorted(names)})")
+    return ("gated-" if gated else "") + names[act]
+
+
+def _untie_t5(hf: nn.Module, net: dict[str, Any]) -> None:
+    """transformers 5 ties T5's head to the embedding whatever the config says: v1.1 (a head of
+    its own) needs its own tensor, which ``from_pretrained`` keeps when the two differ."""
+    if not net["tie_embeddings"]:
+        hf.lm_head.weight = nn.Parameter(hf.lm_head.weight.detach().clone())
+
+
+def _layer_masks(net: dict[str, Any], kinds: dict[str, str], windowed: str,
+                 hf_class: str) -> tuple[list[str], int | None]:
+    """(each layer's kind, the one window) of the zoo net's masks (a PerLayer pattern tiles the
+    layers), ``kinds``: mask class -> the Hugging Face name of the layer kind; ``windowed``: the
+    class whose ``window`` is the window. Other masks, or two windows, are refused."""
+    mask = net["mask"]
+    masks = mask["masks"] if mask["_target_"] == "zoo.nn.masks.PerLayer" else [mask]
+    unknown = sorted({m["_target_"] for m in masks} - set(kinds))
+    windows = {m["window"] for m in masks if m["_target_"] == windowed}
+    if unknown or len(windows) > 1:
+        raise ValueError(f"{hf_class} has {sorted(kinds)} layers with one window: this net has masks "
+                         f"{unknown or sorted(windows)}")
+    return [kinds[masks[i % len(masks)]["_target_"]] for i in range(net["n_layers"])], next(iter(windows), None)
+
+
+def _neo_attention(net: dict[str, Any]) -> dict[str, Any]:
+    """GPT-Neo's ``attention_types`` (one entry per layer) and ``window_size`` of the zoo net's masks."""
+    layers, window = _layer_masks(net, {"zoo.nn.masks.CausalMask": "global", "zoo.nn.masks.LocalMask": "local"},
+                                  "zoo.nn.masks.LocalMask", "GPTNeoForCausalLM")
+    return {"attention_types": [[[kind], 1] for kind in layers], "window_size": window or 256}
+
+
+def _vitdet_layers(net: dict[str, Any]) -> dict[str, Any]:
+    """ViTDet's ``window_block_indices`` and ``window_size`` of the zoo net's per-layer masks, and its
+    ``mlp_ratio``."""
+    layers, window = _layer_masks(net, {"zoo.nn.masks.GridWindowMask": "window", "zoo.nn.masks.NoMask": "global"},
+                                  "zoo.nn.masks.GridWindowMask", "VitDetModel")
+    d, d_ff = net["block"]["d_model"], net["block"]["d_ff"]
+    if d_ff % d:
+        raise ValueError(f"VitDetModel's MLP is a whole mlp_ratio x hidden_size: block.d_ff={d_ff} is not a "
+                         f"multiple of block.d_model={d}")
+    return {"window_block_indices": [i for i, kind in enumerate(layers) if kind == "window"],
+            "window_size": window or 0, "mlp_ratio": d_ff // d}
+
+
+def _image(net: dict[str, Any]) -> Tensor:
+    """(2, C, S, S) random images of the net's embedder's size."""
+    e = net["embedder"]
+    return torch.randn(2, e["channels"], e["image_size"], e["image_size"])
+
+
+def _video(net: dict[str, Any]) -> Tensor:
+    """(2, T, C, S, S) random clips (frames first, as the zoo's and Hugging Face's video models read them)."""
+    e = net["embedder"]
+    return torch.randn(2, e["frames"], e["channels"], e["image_size"], e["image_size"])
+
+
+def _yolos_outputs(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, Q, num_classes + 1 + 4): a detector's class logits and boxes side by side."""
+    out = hf(x)
+    return torch.cat([out.logits, out.pred_boxes], -1)
+
+
+BERT_KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+             "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff",
+             "layer_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+             "type_vocab_size": "embedder.n_segments", "hidden_dropout_prob": "block.dropout",
+             "attention_probs_dropout_prob": "block.attn_dropout"}
+LLAMA_KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+              "num_attention_heads": "block.n_heads", "num_key_value_heads": "block.n_kv_heads",
+              "intermediate_size": "block.d_ff", "rms_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+              "tie_word_embeddings": "tie_embeddings", "attention_dropout": "block.attn_dropout"}
+VIT_KEYS = {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
+            "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps",
+            "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout",
+            "image_size": "embedder.image_size", "num_channels": "embedder.channels", "num_labels": "head.num_classes"}
+VIDEO_KEYS = VIT_KEYS | {"num_frames": "embedder.frames"}
+
+
+def _llama_weights(sd: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+    """The Llama import's map of a ``LlamaForCausalLM`` state dict (Mistral's names are the same)."""
+    return llama.llama_state_dict({k.removeprefix("model."): v for k, v in sd.items()}, net["n_layers"])
+
+
+def _rope(net: dict[str, Any]) -> dict[str, Any]:
+    """The plain rotary table of the net's base (transformers 5 keeps it in ``rope_parameters``)."""
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": net["rotary_base"]}}
+
+
+def _n_image(vision: dict[str, Any]) -> int:
+    """How many vectors the vision tower ``vision`` (its config) gives an image: the patches (+ CLS)."""
+    return (vision["image_size"] // vision["model"]["embedder"]["patch_size"]) ** 2 + int(vision["keep_cls"])
+
+
+def _llava_prompt(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """(tokens (2, L) with the image's placeholders expanded after the first token, images (2, C, S, S))."""
+    e, vision = net["embedder"], net["embedder"]["vision"]
+    n_image = _n_image(vision)
+    text = _tokens(net, "embedder.text.vocab_size", 8)
+    text[text == e["image_token_id"]] = (e["image_token_id"] + 1) % e["text"]["vocab_size"]  # text only
+    image = torch.full((2, n_image), e["image_token_id"])
+    tokens = torch.cat([text[:, :1], image, text[:, 1:]], 1)
+    channels = vision["model"]["embedder"]["channels"]
+    return tokens, torch.randn(2, channels, vision["image_size"], vision["image_size"])
+
+
+def _llava_extra(net: dict[str, Any]) -> dict[str, Any]:
+    """LLaVA's sub-config kinds, rotary table, feature selection and image length."""
+    vision = net["embedder"]["vision"]
+    return {"text_config.model_type": "llama", "vision_config.model_type": "clip_vision_model",
+            "text_config.rope_parameters": _rope(net)["rope_parameters"],
+            "vision_feature_select_strategy": "full" if vision["keep_cls"] else "default",
+            "image_seq_length": _n_image(vision)}
+
+
+_FAMILIES = [
+    Family("GPT2LMHeadModel", "GPT2Config", "zoo.convert.gpt2.pretrained",
+           {"n_layer": "n_layers", "n_positions": "context", "n_embd": "block.d_model", "n_head": "block.n_heads",
+            "n_inner": "block.d_ff", "layer_norm_epsilon": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+            "tie_word_embeddings": "tie_embeddings", "resid_pdrop": "block.dropout", "attn_pdrop": "block.attn_dropout",
+            "embd_pdrop": "embedder.dropout"},
+           gpt2.ACTIVATIONS, "activation_function", _config_only(gpt2.gpt2_shape),
+           lambda sd, net: gpt2.gpt2_state_dict(sd, net["n_layers"]), _tokens, _logits),
+    Family("BertForMaskedLM", "BertConfig", "zoo.convert.bert.pretrained", BERT_KEYS,
+           bert.ACTIVATIONS, "hidden_act", _config_only(bert.bert_shape),
+           lambda sd, net: bert.bert_state_dict(sd, net["n_layers"]), _tokens, _logits),
+    Family("LlamaForCausalLM", "LlamaConfig", "zoo.convert.llama.pretrained", LLAMA_KEYS,
+           {"silu": "silu", "gelu": "gelu"}, "hidden_act", _config_only(llama.llama_lm_shape), _llama_weights,
+           _tokens, _logits, extra=_rope),
+    Family("ViTForImageClassification", "ViTConfig", "zoo.convert.vit.pretrained",
+           VIT_KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size"},
+           vit.HF_ACTIVATIONS, "hidden_act", _config_only(vit.vit_shape),
+           lambda sd, net: vit.hf_vit_state_dict(sd, net["n_layers"]), _image, _logits),
+    Family("T5ForConditionalGeneration", "T5Config", "zoo.convert.t5.pretrained",
+           {"num_layers": "n_encoder_layers", "num_decoder_layers": "n_decoder_layers", "n_positions": "context",
+            "d_model": "block.d_model", "num_heads": "block.n_heads", "d_kv": "block.head_dim", "d_ff": "block.d_ff",
+            "layer_norm_epsilon": "block.norm_eps", "dropout_rate": "block.dropout", "vocab_size": "head.vocab_size",
+            "relative_attention_num_buckets": "encoder_bias.num_buckets",
+            "relative_attention_max_distance": "encoder_bias.max_distance"},
+           {}, None, lambda config, net: t5.t5_shape(config, net["tie_embeddings"]),
+           lambda sd, net: t5.t5_state_dict(sd, net["n_encoder_layers"], net["n_decoder_layers"], net["block"]["gated"],
+                                            net["tie_embeddings"]),
+           lambda net: (_tokens(net, "head.vocab_size"), _tokens(net, "head.vocab_size", 12)),
+           lambda hf, x: hf(input_ids=x[0], decoder_input_ids=x[1]).logits,
+           extra=lambda net: {"feed_forward_proj": _t5_feed_forward(net),
+                              "scale_decoder_outputs": net["head"]["scale"] != 1.0},
+           prepare=_untie_t5),
+    Family("WhisperForConditionalGeneration", "WhisperConfig", "zoo.convert.whisper.pretrained",
+           {"encoder_layers": "n_encoder_layers", "decoder_layers": "n_decoder_layers", "d_model": "block.d_model",
+            "encoder_attention_heads": "block.n_heads", "decoder_attention_heads": "block.n_heads",
+            "encoder_ffn_dim": "block.d_ff", "decoder_ffn_dim": "block.d_ff", "num_mel_bins": "encoder_embedder.n_mels",
+            "max_source_positions": "encoder_embedder.max_len", "max_target_positions": "context",
+            "vocab_size": "head.vocab_size", "dropout": "block.dropout", "attention_dropout": "block.attn_dropout",
+            "activation_dropout": "block.ffn_dropout"},
+           {"gelu": "gelu", "relu": "relu", "silu": "silu"}, "activation_function", _config_only(whisper.whisper_shape),
+           lambda sd, net: whisper.whisper_state_dict(sd, net["n_encoder_layers"], net["n_decoder_layers"]),
+           # the encoder's two convolutions halve 2 x max_source_positions frames to its positions
+           lambda net: (torch.randn(2, net["encoder_embedder"]["n_mels"], 2 * net["encoder_embedder"]["max_len"]),
+                        _tokens(net, "head.vocab_size", 12)),
+           lambda hf, x: hf(input_features=x[0], decoder_input_ids=x[1]).logits,
+           # Whisper's default special ids are the 51k-token vocabulary's (the config requires a start id):
+           # export() sets the checkpoint's own
+           extra=lambda net: {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None,
+                              "decoder_start_token_id": 0, "begin_suppress_tokens": None}),
+    Family("MistralForCausalLM", "MistralConfig", "zoo.convert.mistral.pretrained",
+           LLAMA_KEYS | {"sliding_window": "mask.window"}, {"silu": "silu", "gelu": "gelu"}, "hidden_act",
+           _config_only(lambda c: llama.llama_lm_shape(c) | mistral.window_of(c)), _llama_weights, _tokens, _logits,
+           extra=_rope),
+    Family("BigBirdForMaskedLM", "BigBirdConfig", "zoo.convert.big_bird.pretrained",
+           BERT_KEYS | {"block_size": "mask.block_size", "num_random_blocks": "mask.n_random"},
+           bert.ACTIVATIONS, "hidden_act", _config_only(big_bird.big_bird_shape),
+           lambda sd, net: bert.bert_state_dict(sd, net["n_layers"]),
+           # long enough for block-sparse attention (Hugging Face falls back to full attention below)
+           lambda net: _tokens(net, length=(6 + 2 * net["mask"]["n_random"]) * net["mask"]["block_size"]), _logits,
+           extra=lambda net: {"attention_type": "block_sparse"}),
+    Family("GPTNeoForCausalLM", "GPTNeoConfig", None,
+           {"num_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+            "num_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_epsilon": "block.norm_eps",
+            "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings",
+            "resid_dropout": "block.dropout",
+            "attention_dropout": "block.attn_dropout", "embed_dropout": "embedder.dropout"},
+           {"gelu_new": "gelu_tanh"}, "activation_function",
+           _config_only(lambda c: _parsed(gpt_neo.gpt_neo_config_overrides(SimpleNamespace(**c)))),
+           lambda sd, net: gpt_neo.gpt_neo_state_dict(sd, net["n_layers"]),
+           lambda net: _tokens(net, length=64), _logits, extra=_neo_attention),
+    Family("VivitForVideoClassification", "VivitConfig", "zoo.convert.vivit.pretrained",
+           VIDEO_KEYS | {"qkv_bias": "block.bias_q"}, vivit.ACTIVATIONS, "hidden_act", _config_only(vivit.vivit_shape),
+           lambda sd, net: vivit.vivit_state_dict(sd, net["n_layers"]), _video, _logits,
+           extra=lambda net: {"tubelet_size": [net["embedder"]["tubelet_size"], *[net["embedder"]["patch_size"]] * 2]}),
+    Family("VideoMAEForVideoClassification", "VideoMAEConfig", "zoo.convert.videomae.pretrained",
+           VIDEO_KEYS | {"qv_bias": "block.bias_q", "tubelet_size": "embedder.tubelet_size",
+                         "patch_size": "embedder.patch_size"},
+           vivit.ACTIVATIONS, "hidden_act", _config_only(videomae.videomae_shape),
+           lambda sd, net: {k: v for k, v in videomae.videomae_state_dict(sd, net["n_layers"], torch.empty(0)).items()
+                            if k != "embedder.positions.weight"},
+           _video, _logits, extra=lambda net: {"use_mean_pooling": net["head"]["pool"] == "mean"},
+           computed=("embedder.positions.weight",)),  # the fixed sinusoid table, recomputed by Hugging Face
+    Family("YolosForObjectDetection", "YolosConfig", None,
+           VIT_KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
+                       "num_detection_tokens": "embedder.n_detections"},
+           vit.HF_ACTIVATIONS, "hidden_act", _config_only(lambda c: _parsed(yolos.yolos_overrides(c))),
+           lambda sd, net: yolos.yolos_state_dict(sd, net["n_layers"]), _image, _yolos_outputs,
+           extra=lambda net: {"use_mid_position_embeddings": False, "image_size": [net["embedder"]["image_size"]] * 2},
+           ours=lambda net, x: torch.cat(net(x), -1)),  # Detections (logits, boxes)
+    Family("VitDetModel", "VitDetConfig", None,
+           {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
+            "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
+            "image_size": "embedder.image_size", "pretrain_image_size": "embedder.image_size",
+            "num_channels": "embedder.channels", "hidden_dropout_prob": "block.dropout"},
+           bert.ACTIVATIONS, "hidden_act",
+           # the backbone: no head (a zoo ViTDet classifier's head has no place in VitDetModel)
+           _config_only(lambda c: {k: v for k, v in _parsed(shape_overrides(vitdet.vitdet_shape(c))).items()
+                                   if not k.startswith("head.")}),
+           lambda sd, net: vitdet.vitdet_state_dict(sd, net["n_layers"]), _image,
+           lambda hf, x: hf(x).last_hidden_state.flatten(2).transpose(1, 2),  # (B, D, H, W) -> the zoo's (B, N, D)
+           extra=lambda net: _vitdet_layers(net) | {"use_relative_position_embeddings": False,
+                                                     "use_absolute_position_embeddings": True}),
+    Family("LlavaForConditionalGeneration", "LlavaConfig", "zoo.convert.llava.pretrained",
+           {f"text_config.{k}": v for k, v in LLAMA_KEYS.items()} | {
+               "text_config.vocab_size": "embedder.text.vocab_size", "tie_word_embeddings": "tie_embeddings",
+               "image_token_index": "embedder.image_token_id", "vision_feature_layer": "embedder.vision.feature_layer",
+               **{f"vision_config.{k}": f"embedder.vision.{v}" for k, v in {
+                   "hidden_size": "model.block.d_model", "intermediate_size": "model.block.d_ff",
+                   "num_hidden_layers": "model.n_layers", "num_attention_heads": "model.block.n_heads",
+                   "image_size": "image_size", "patch_size": "model.embedder.patch_size",
+                   "num_channels": "model.embedder.channels", "layer_norm_eps": "model.block.norm_eps",
+                   "hidden_act": "model.block.activation"}.items()}},
+           {"silu": "silu", "gelu": "gelu"}, "text_config.hidden_act", _config_only(llava.llava_shape),
+           lambda sd, net: llava.llava_state_dict(sd, {
+               "text_config": {"num_hidden_layers": net["n_layers"]},
+               "vision_config": {"num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
+           _llava_prompt, lambda hf, x: hf(input_ids=x[0], pixel_values=x[1]).logits,
+           extra=_llava_extra, ours=lambda net, x: net(x[0], images=x[1])),
+]
+FAMILIES: dict[str, Family] = {f.hf_class: f for f in _FAMILIES}  # by transformers class
+BY_CONVERTER: dict[str, str] = {f.converter: f.hf_class for f in _FAMILIES if f.converter}  # model.converter -> class
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """Config keys, dotted into sub-configs (``text_config.hidden_size``), as nested dicts."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return out
+
+
+def hf_config(family: Family, net: dict[str, Any], ids: dict[str, int | None] | None = None):
+    """The Hugging Face config of the zoo net config ``net`` (with the special token ``ids``,
+    e.g. ``{"eos_token_id": 2}``), checked against the import's shape."""
     import transformers
 
-    select = OmegaConf.create(net)
-    values = {key: OmegaConf.select(select, path) for key, path in family.keys.items()}
-    act = OmegaConf.select(select, "block.activation")
-    names = [hf for hf, zoo in family.activations.items() if zoo == act]
-    if not names:
-        raise ValueError(f"block.activation={act!r} has no {family.hf_class} equivalent "
-                         f"(it has {sorted(set(family.activations.values()))})")
-    config = getattr(transformers, family.config_class)(**values, **{family.activation_key: names[0]},
-                                                        **family.extra(net))
-    shape = family.shape(config.to_dict())
-    differ = {k: (v, OmegaConf.select(select, k)) for k, v in shape.items() if OmegaConf.select(select, k) != v}
+    values = {key: _at(net, path) for key, path in family.keys.items()}
+    if family.activation_key is not None:
+        act = _at(net, "block.activation")
+        names = [hf for hf, zoo in family.activations.items() if zoo == act]
+        if not names:
+            raise ValueError(f"block.activation={act!r} has no {family.hf_class} equivalent "
+                             f"(it has {sorted(set(family.activations.values()))})")
+        values[family.activation_key] = names[0]
+    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | (ids or {})))
+    shape = family.shape(config.to_dict(), net)
+    differ = {k: (v, _at(net, k)) for k, v in shape.items() if _at(net, k) != v}
     if differ:
         raise ValueError(f"{family.hf_class} cannot express this net: (Hugging Face, zoo) values differ: {differ}")
     return config
@@ -123,24 +371,27 @@ def _unique(state: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def to_hf(net: nn.Module, net_cfg: dict[str, Any], converter: str) -> tuple[nn.Module, list[str]]:
-    """(a ``transformers`` model in eval mode holding ``net``'s weights, checked on an example;
-    the names of its weights the zoo net has no counterpart for, left at their initialisation,
-    e.g. BERT's pooler)."""
+def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
+          ids: dict[str, int | None] | None = None) -> tuple[nn.Module, list[str]]:
+    """(a ``transformers`` ``hf_class`` model in eval mode holding ``net``'s weights, checked on an
+    example; the names of its weights the zoo net has no counterpart for, left at their
+    initialisation, e.g. BERT's pooler). ``ids``: special token ids for its config."""
     import transformers
 
-    if converter not in FAMILIES:
-        raise ValueError(f"no export for this network (its converter is {converter!r}); export writes "
-                         f"{sorted(f.hf_class for f in FAMILIES.values())}")
-    family = FAMILIES[converter]
-    hf = getattr(transformers, family.hf_class)(hf_config(family, net_cfg)).eval()
+    if hf_class not in FAMILIES:
+        raise ValueError(f"no export to {hf_class!r}: export writes {sorted(FAMILIES)}")
+    family = FAMILIES[hf_class]
+    hf = getattr(transformers, family.hf_class)(hf_config(family, net_cfg, ids)).eval()
+    family.prepare(hf, net_cfg)
     target = _unique(hf.state_dict())
     # The probe: every element of the Hugging Face weights holds its own index (exact in float64).
     sizes = [v.numel() for v in target.values()]
     offsets = torch.tensor([0, *sizes]).cumsum(0).tolist()
     probe = {k: torch.arange(offsets[i], offsets[i + 1], dtype=torch.float64).view(v.shape)
              for i, (k, v) in enumerate(target.items())}
-    where = family.state_dict(probe, net_cfg)
+    # Weights of layers the zoo net does not build (a vision tower's layers after the one it reads)
+    # stay at their initialisation: they do not change the outputs.
+    where = without_unread(net, family.state_dict(probe, net_cfg))
     flat = torch.cat([v.detach().flatten().to(torch.float64) for v in target.values()])
     written = torch.zeros_like(flat, dtype=torch.bool)
     own = net.state_dict()
@@ -150,14 +401,16 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], converter: str) -> tuple[nn.M
             raise ValueError(f"{family.hf_class}: the import's mapping of {name} is not a move of weights")
         flat[index.long()] = own[name].flatten().to(torch.float64)
         written[index.long()] = True
-    missing = sorted(set(own) - set(where) - {k for k in own if k.endswith(("rope.cos", "rope.sin"))})
+    missing = sorted(set(own) - set(where) - set(family.computed)
+                     - {k for k in own if k.endswith(("rope.cos", "rope.sin"))})
     if missing:
         raise ValueError(f"{family.hf_class} has no place for the zoo weights {missing}")
     state = {k: flat[offsets[i]: offsets[i + 1]].view(v.shape).to(v.dtype) for i, (k, v) in enumerate(target.items())}
     hf.load_state_dict(state, strict=False)
     untouched = [k for i, k in enumerate(target) if not written[offsets[i]: offsets[i + 1]].any()]
     x = family.example(net_cfg)
-    ours, theirs = net.eval()(x), family.outputs(hf, x)
+    ours = family.ours(net.eval(), x)
+    theirs = family.outputs(hf, x)
     diff = (ours - theirs).abs().max().item()
     if diff > 1e-4 * (1 + theirs.abs().max().item()):
         raise ValueError(f"the exported {family.hf_class} gives outputs {diff:.3g} away from the zoo net's: the net "
@@ -165,26 +418,78 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], converter: str) -> tuple[nn.M
     return hf, untouched
 
 
-def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True) -> list[str]:
+ZOO_CONFIG = "zoo_config.json"  # the net config beside the weights of a zoo-format export
+
+
+def write_zoo(net: nn.Module, net_cfg: dict[str, Any], out: Path) -> None:
+    """The zoo's own format, for a net no ``transformers`` class holds: ``model.safetensors`` (its
+    state dict, tied weights stored once) and ``zoo_config.json`` (its resolved net config)."""
+    from safetensors.torch import save_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_model(net, str(out / "model.safetensors"))
+    (out / ZOO_CONFIG).write_text(json.dumps(net_cfg, indent=1))
+
+
+def read_zoo(folder: str | Path) -> nn.Module:
+    """The net a :func:`write_zoo` folder holds, in eval mode. Its config is refused if it names
+    a class outside :mod:`zoo.registry` (it is a user's file), before anything is built."""
+    import hydra
+    from safetensors.torch import load_model
+
+    from zoo.train.checkpoint import check_names
+
+    folder = Path(folder)
+    for name in (ZOO_CONFIG, "model.safetensors"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder / name} is missing: {folder} is not a zoo export folder")
+    net_cfg = json.loads((folder / ZOO_CONFIG).read_text())
+    check_names({"hyper_parameters": {"net": net_cfg}}, folder / ZOO_CONFIG)
+    net = hydra.utils.instantiate(net_cfg)
+    load_model(net, str(folder / "model.safetensors"))
+    return net.eval()
+
+
+def _special_ids(hparams: dict[str, Any]) -> dict[str, int]:
+    """The Hugging Face config's special token ids from the objective's (those it has); an
+    encoder-decoder's decoder starts from its ``bos_id``."""
+    ids = {f"{name}_token_id": hparams[f"{name}_id"] for name in ("pad", "bos", "eos")
+           if hparams.get(f"{name}_id") is not None}
+    if "n_decoder_layers" in hparams["net"] and "bos_token_id" in ids:
+        ids["decoder_start_token_id"] = ids["bos_token_id"]
+    return ids
+
+
+def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True,
+           hf_class: str | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
     ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
-    LoRA adapters (a run with ``model.lora``) are merged into the weights first; without
-    ``merge_lora`` such a checkpoint is refused. Returns the names of the Hugging Face weights the
-    zoo net has no counterpart for."""
+    The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
+    for a family without one (GPT-Neo, YOLOS, ViTDet); a net with neither (the original
+    Transformer) is written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
+    with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
+    checkpoint is refused. Returns (the class written, None for the zoo's format; the names of
+    its weights the zoo net has no counterpart for)."""
     from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
     objective = load(ckpt)
-    net = objective.net
-    if objective.hparams.get("lora"):
+    net, hparams = objective.net, objective.hparams
+    if hparams.get("lora"):
         if not merge_lora:
             raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
         net = lora.merge(net)
-    hf, untouched = to_hf(net, objective.hparams.net, objective.hparams.get("converter"))
+    hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
     out = Path(out)
-    hf.save_pretrained(out)
-    tokenizer = tokenizer_of(ckpt) if objective.hparams.get("tokenizer") else None
+    if hf_class is None:
+        write_zoo(net, hparams.net, out)
+        untouched = []
+    else:
+        hf, untouched = to_hf(net, hparams.net, hf_class, _special_ids(hparams))
+        hf.save_pretrained(out)
+    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     if tokenizer is not None and hasattr(tokenizer, "tokenizer"):  # HFTokenizer: a tokenizers.Tokenizer inside
         tokenizer.tokenizer.save(str(out / "tokenizer.json"))
-    (out / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "untouched": untouched}, indent=1))
-    return untouched
+    (out / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class, "untouched": untouched},
+                                                    indent=1))
+    return hf_class, untouched

@@ -46,9 +46,9 @@ def yolos_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return out
 
 
-def yolos_net(config: dict[str, Any]) -> nn.Module:
-    """``model=yolos`` shaped like a Hugging Face ``YolosConfig`` (as a dict); what the zoo cannot
-    hold is refused, naming the setting."""
+def yolos_overrides(config: dict[str, Any]) -> list[str]:
+    """Hydra overrides that give ``model=yolos`` the shape of a Hugging Face ``YolosConfig`` (as a
+    dict); what the zoo cannot hold is refused, naming the setting."""
     if config.get("use_mid_position_embeddings", True):
         raise ValueError("use_mid_position_embeddings=True (YolosConfig's default): positions added again "
                          "after each layer are not supported by the zoo's YOLOS; convert a model built with "
@@ -59,11 +59,16 @@ def yolos_net(config: dict[str, Any]) -> nn.Module:
     patch = _square(config["patch_size"], "patch_size")
     shape = _shape_overrides(config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
                              config["intermediate_size"], patch, config["layer_norm_eps"], config["qkv_bias"])
-    shape += [f"model.net.block.activation={HF_ACTIVATIONS[act]}",
-              f"model.net.embedder.n_detections={config['num_detection_tokens']}"]
+    return shape + [f"model.net.block.activation={HF_ACTIVATIONS[act]}",
+                    f"model.net.embedder.n_detections={config['num_detection_tokens']}"]
+
+
+def yolos_net(config: dict[str, Any]) -> nn.Module:
+    """``model=yolos`` shaped like a Hugging Face ``YolosConfig`` (as a dict) (:func:`yolos_overrides`)."""
+    overrides = yolos_overrides(config)
     dims = {"num_classes": len(config["id2label"]), "image_size": _square(config["image_size"], "image_size"),
             "channels": config["num_channels"]}
-    return build_net("yolos", shape, dims)
+    return build_net("yolos", overrides, dims)
 
 
 @torch.no_grad()

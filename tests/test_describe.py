@@ -42,3 +42,17 @@ def test_inspection_path_gives_the_same_outputs():
     assert len(weights) == 2 and weights[0].shape == (1, 4, 16, 16)
     assert torch.allclose(weights[0].sum(-1), torch.ones(1, 4, 16), atol=1e-5)
     assert torch.all(weights[1][0, :, 0, 1:] == 0)  # causal: the first query sees only itself
+
+
+def test_the_model_data_table_composes_inside_a_running_command():
+    """`python -m zoo describe` prints it from inside its Hydra app (initialised already): composing
+    the configs must not initialise Hydra again."""
+    from hydra import initialize_config_dir
+
+    from zoo.convert.common import CONF_DIR
+    from zoo.train.compat import model_data_table
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        inside = model_data_table()
+    assert "| yolos | coco, shapes_detection |" in inside
+    assert all(re.search(rf"[| ]{model}[,| ]", inside) for model in model_names())  # every preset has its row

@@ -10,12 +10,14 @@ none. train.py checks its pair with :func:`batch_type`; ``python -m zoo describe
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from omegaconf import DictConfig
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from zoo.convert.common import CONF_DIR
 
 def shared_types(model_cfg: Any, data_cfg: Any) -> list[type]:
@@ -50,8 +52,9 @@ def choices(group: str) -> list[str]:
 def configs(group: str) -> dict[str, DictConfig]:
     """Every config of ``group`` (conf/<group>/*.yaml) by name, each composed on its own (its
     defaults applied, nothing resolved)."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # once for all of them
-        return {name: compose(f"{group}/{name}")[group] for name in choices(group)}
+    running = GlobalHydra.instance().is_initialized()  # inside a zoo command (describe): conf/ is searched already
+    with nullcontext() if running else initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return {name: compose(f"{group}/{name}")[group] for name in choices(group)}  # one initialisation for all
 
 
 def model_data_table(models: dict[str, DictConfig] | None = None, datas: dict[str, DictConfig] | None = None) -> str:

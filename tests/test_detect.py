@@ -4,6 +4,7 @@ detection attention maps, on a tiny YOLOS trained a few steps on shapes_detectio
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from test_bad_input_checkpoints import objective_of, save_objective
+from test_bad_input_checkpoints import KINDS, hostile, objective_of, save_objective
 from test_yolos_data import _config, _data
 from zoo.cli.commands import call
 from zoo.data.coco import letterbox
@@ -122,6 +123,21 @@ def test_a_checkpoint_that_is_not_a_detector_is_refused_naming_what_it_is(tmp_pa
                                          r"zoo detect \(model=yolos\) needs detection"):
         call("detect", [f"ckpt={ckpt}", f"image={image}", f"out={tmp_path / 'boxes.png'}"])
     assert not (tmp_path / "boxes.png").exists()
+
+
+def test_detect_refuses_a_hostile_checkpoint_and_runs_nothing(yolos_ckpt, raw_image, tmp_path, monkeypatch):
+    """Every kind of checkpoint that names code to run (tests/test_bad_input_checkpoints.py), made
+    from the detector's own: refused naming it, before anything is built or written."""
+    image = write_png(raw_image, tmp_path / "shapes.png")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for kind, (ckpt, named) in hostile(yolos_ckpt, tmp_path).items():
+        torch.save(ckpt, tmp_path / "p.ckpt")
+        with pytest.raises(ValueError, match=re.escape(named)):
+            call("detect", [f"ckpt={tmp_path / 'p.ckpt'}", f"image={image}", "out=boxes.png"])
+    assert sorted(hostile(yolos_ckpt, tmp_path)) == sorted(KINDS)
+    assert list(work.iterdir()) == [] and list((tmp_path / "loot").iterdir()) == []
 
 
 def test_an_unreadable_image_is_named(yolos_ckpt, tmp_path):

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from zoo.data.coco import letterbox
 from zoo.data.images import MEAN, STD, to_tensor
 from zoo.nn.detection import Detections
-from zoo.objectives.detection import predictions
+from zoo.objectives.detection import Detection, predictions
 from zoo.train.checkpoint import load
 
 
@@ -50,7 +50,7 @@ def check_threshold(threshold: float) -> float:
 class Detector:
     """A detection objective's network and how its training images were read."""
 
-    def __init__(self, objective: nn.Module):
+    def __init__(self, objective: Detection):
         hparams = objective.hparams
         self.net: nn.Module = objective.net
         self.image_size: int = self.net.embedder.image_size

@@ -303,7 +303,7 @@ def detection_maps(objective, image_path: str, out: Path, title: str) -> list[Pa
     (scored,) = predictions(detector.forward(pixels), detector.image_size)
     top = scored["scores"].argsort(descending=True)[:SHOWN_DETECTIONS]
     names = detector.class_names or [str(i) for i in range(objective.hparams.num_classes)]
-    titles = [f"det{q}: {names[scored['labels'][q]]} {scored['scores'][q]:.2f}" for q in top.tolist()]
+    titles = [f"det{q}: {names[int(scored['labels'][q])]} {scored['scores'][q]:.2f}" for q in top.tolist()]
     grid = embedder.image_size // embedder.patch_size
     heat = detection_heat(weights, embedder.n_patches, embedder.n_detections)[top].view(-1, grid, grid)
     labels = (["[CLS]"] + [f"p{i}" for i in range(embedder.n_patches)]

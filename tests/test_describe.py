@@ -57,3 +57,17 @@ def test_the_describe_command_prints_both_tables():
     done = subprocess.run([sys.executable, "-m", "zoo", "describe"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert table().strip() in done.stdout and model_data_table().strip() in done.stdout
+
+
+def test_the_model_data_table_composes_inside_a_running_command():
+    """`python -m zoo describe` prints it from inside its Hydra app (initialised already): composing
+    the configs must not initialise Hydra again."""
+    from hydra import initialize_config_dir
+
+    from zoo.convert.common import CONF_DIR
+    from zoo.train.compat import model_data_table
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        inside = model_data_table()
+    assert "| yolos | coco, shapes_detection |" in inside
+    assert all(re.search(rf"[| ]{model}[,| ]", inside) for model in model_names())  # every preset has its row

@@ -4,6 +4,7 @@
     python -m zoo attention-maps ckpt=GPT.ckpt text="ROMEO: But soft" out=attention
     python -m zoo attention-maps ckpt=WHISPER.ckpt audio=clip.wav
     python -m zoo attention-maps ckpt=VIT.ckpt image=cat.png
+    python -m zoo attention-maps ckpt=YOLOS.ckpt image=shapes.png
     python -m zoo attention-maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
 """
 
@@ -13,13 +14,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from zoo.data.batches import AudioText, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
+from zoo.data.batches import AudioText, ImageBoxes, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
 from zoo.train.checkpoint import load
-from zoo.viz.attention_maps import image_maps, image_question_maps, speech_maps, text_maps, translation_maps
+from zoo.viz.attention_maps import (detection_maps, image_maps, image_question_maps, speech_maps, text_maps,
+                                   translation_maps)
 
 # The input that shows the attention of a model trained on each batch type.
 INPUT_OF_BATCH = {TokenWindows: "text", PaddedTokens: "text", SequencePairs: "text", AudioText: "audio",
-                  ImageLabels: "image", ImageText: "image_text"}
+                  ImageLabels: "image", ImageBoxes: "image", ImageText: "image_text"}
 INPUTS = ("text", "audio", "image")
 
 
@@ -46,7 +48,8 @@ def main(cfg: DictConfig) -> None:
     elif kind == "audio":
         paths = speech_maps(objective, cfg.audio, out, title)
     elif kind == "image":
-        paths = image_maps(objective, cfg.image, out, title)
+        maker = detection_maps if ImageBoxes in type(objective).accepts else image_maps
+        paths = maker(objective, cfg.image, out, title)
     else:
         paths = image_question_maps(cfg.ckpt, cfg.image, str(cfg.question), out, title)
     for path in paths:

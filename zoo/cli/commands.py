@@ -37,6 +37,8 @@ COMMANDS: dict[str, Command] = {
     "transcribe": Command("transcribe", "zoo.cli.transcribe:main",
                           "transcribe audio files with a speech-recognition checkpoint"),
     "answer": Command("answer", "zoo.cli.answer:main", "answer a question about an image with a LLaVA checkpoint"),
+    "detect": Command("detect", "zoo.cli.detect:main",
+                      "find the objects in an image with a detector checkpoint (YOLOS): JSON and a PNG"),
     "attention-maps": Command("attention_maps", "zoo.cli.attention_maps:main",
                               "draw a checkpoint's attention weights for one input"),
     "export": Command("export", "zoo.cli.export:main", "write a checkpoint as a folder transformers loads"),

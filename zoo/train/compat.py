@@ -10,6 +10,7 @@ none. train.py checks its pair with :func:`batch_type`; ``python -m zoo describe
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from omegaconf import DictConfig
@@ -50,15 +51,10 @@ def choices(group: str) -> list[str]:
 
 def configs(group: str) -> dict[str, DictConfig]:
     """Every config of ``group`` (conf/<group>/*.yaml) by name, each composed on its own (its
-    defaults applied, nothing resolved); inside a zoo command too (``zoo describe``), whose
-    Hydra app has conf/ on its search path already."""
-    def compose_each() -> dict[str, DictConfig]:
-        return {name: compose(f"{group}/{name}")[group] for name in choices(group)}
-
-    if GlobalHydra.instance().is_initialized():
-        return compose_each()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):  # once for all of them
-        return compose_each()
+    defaults applied, nothing resolved)."""
+    running = GlobalHydra.instance().is_initialized()  # inside a zoo command (describe): conf/ is searched already
+    with nullcontext() if running else initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return {name: compose(f"{group}/{name}")[group] for name in choices(group)}  # one initialisation for all
 
 
 def model_data_table(models: dict[str, DictConfig] | None = None, datas: dict[str, DictConfig] | None = None) -> str:

@@ -4,6 +4,7 @@
     python -m zoo attention-maps ckpt=TRANSFORMER.ckpt text="Ein Hund rennt."   # + target x source alignment
     python -m zoo attention-maps ckpt=WHISPER.ckpt audio=clip.wav               # + transcript x time alignment
     python -m zoo attention-maps ckpt=VIT.ckpt image=cat.png                    # + rollout over the patches
+    python -m zoo attention-maps ckpt=YOLOS.ckpt image=shapes.png               # + each detection token's look
     python -m zoo attention-maps ckpt=LLAVA.ckpt image=shapes.png question="what color is the circle?"
 
 Files (in ``out=``, default ``attention/``): ``self_layerNN.png`` (a grid of heads; query
@@ -12,7 +13,9 @@ positions down, key positions across) for a single stack; ``encoder_``/``decoder
 then shows the decoder reading the source (``alignment.png``: each layer's cross-attention,
 heads averaged); ``rollout.png`` for images: attention rollout (Abnar & Zuidema, 2020) of
 the classifier's query (ViT) or of the first answer token (LLaVA, through the language
-model and then the vision tower) over the image patches.
+model and then the vision tower) over the image patches; ``detections.png`` for a detector
+(YOLOS): per top-scoring detection token, where it looks over the patches in the last layer
+(heads averaged), with its box, as DETR's figures show each object query.
 
 SDPA returns no weights, so the attention modules switch to their explicit inspection
 path (``MultiHeadAttention.keep_weights``), which computes the same outputs (tested).
@@ -29,6 +32,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
@@ -36,9 +40,14 @@ from torch import Tensor, nn  # noqa: E402
 from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE, LogMel, load_audio  # noqa: E402
 from zoo.data.images import load_image, to_tensor  # noqa: E402
 from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
+from zoo.inference.detecting import Detector  # noqa: E402
 from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
+from zoo.objectives.detection import predictions  # noqa: E402
 from zoo.viz.plots import save_figure  # noqa: E402
+
+SHOWN_DETECTIONS = 6  # the top-scoring detection tokens detections.png shows
+
 
 @contextmanager
 def kept_weights(net: nn.Module) -> Iterator[None]:
@@ -146,16 +155,46 @@ def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: 
 def plot_rollout(image: Tensor, heat: Tensor, path: Path, title: str) -> Path:
     """The image (3, H, W) in [0, 1] and the rollout over its patches (gh, gw) upsampled onto it."""
     fig, axes = plt.subplots(1, 2, figsize=(6, 3.2))
-    picture = image.permute(1, 2, 0).clamp(0, 1).numpy()
-    heat = F.interpolate(heat[None, None].float(), size=image.shape[1:], mode="nearest")[0, 0]
-    axes[0].imshow(picture)
-    axes[1].imshow(picture)
-    axes[1].imshow((heat / heat.max()).numpy(), cmap="inferno", alpha=0.6)
-    for ax in axes:
-        ax.axis("off")
+    axes[0].imshow(image.permute(1, 2, 0).clamp(0, 1).numpy())
+    axes[0].axis("off")
+    _overlay(axes[1], image, heat)
     axes[1].set_title("attention rollout", fontsize=8)
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)
+
+
+def _overlay(ax, image: Tensor, heat: Tensor) -> None:
+    """The image (3, H, W) in [0, 1] with ``heat`` over its patches (gh, gw) upsampled onto it,
+    scaled to its maximum."""
+    heat = F.interpolate(heat[None, None].float(), size=image.shape[1:], mode="nearest")[0, 0]
+    ax.imshow(image.permute(1, 2, 0).clamp(0, 1).numpy())
+    ax.imshow((heat / heat.max()).numpy(), cmap="inferno", alpha=0.6)
+    ax.axis("off")
+
+
+def plot_detection_maps(image: Tensor, heats: Tensor, boxes: Tensor, titles: list[str], path: Path,
+                        title: str) -> Path:
+    """A grid of panels, one per detection token: the image (3, H, W) in [0, 1], the token's
+    attention over the patches ``heats`` (K, gh, gw) on it, and its box (``boxes`` (K, 4) xyxy in
+    the image's pixels)."""
+    n_cols = min(len(heats), 3)
+    n_rows = -(-len(heats) // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.8 * n_cols, 2.9 * n_rows), squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(heats):
+            ax.axis("off")
+            continue
+        _overlay(ax, image, heats[k])
+        x0, y0, x1, y1 = boxes[k].tolist()
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="cyan", linewidth=1.5))
+        ax.set_title(titles[k], fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path)
+
+
+def denormalised(pixels: Tensor, mean: float | list[float], std: float | list[float]) -> Tensor:
+    """Normalised pixels (3, H, W) back in [0, 1] (to show them)."""
+    return pixels * torch.tensor(std).view(-1, 1, 1) + torch.tensor(mean).view(-1, 1, 1)
 
 
 def _cropped(ids: list[int], limit: int, what: str) -> list[int]:
@@ -237,11 +276,42 @@ def image_maps(objective, image_path: str, out: Path, title: str) -> list[Path]:
     flow = rollout(weights)[0]
     reads = flow[0] if net.head.pool == "cls" else flow[prefix:].mean(0)
     grid = embedder.image_size // embedder.patch_size
-    shown = (pixels * torch.tensor(h.pixel_std or 0.5).view(-1, 1, 1) + torch.tensor(h.pixel_mean or 0.5).view(-1, 1, 1))
+    shown = denormalised(pixels, h.pixel_mean or 0.5, h.pixel_std or 0.5)
     top = logits.softmax(-1).max()
     return plot_layers(weights, labels, labels, out, "self", title) + [
         plot_rollout(shown, reads[prefix:].view(grid, grid), out / "rollout.png",
                      f"{title}: {names[int(logits.argmax())]} ({top:.0%})")]
+
+
+def detection_heat(weights: list[Tensor], n_patches: int, n_detections: int) -> Tensor:
+    """Where each detection token looks over the patches in the last layer, heads averaged:
+    ``weights`` of a [CLS, patches, detection tokens] sequence (1, H, L, L) per layer ->
+    (n_detections, n_patches)."""
+    last = weights[-1][0].float().mean(0)
+    return last[-n_detections:, 1 : 1 + n_patches]
+
+
+@torch.no_grad()
+def detection_maps(objective, image_path: str, out: Path, title: str) -> list[Path]:
+    """A detector (YOLOS): each layer's self-attention over [CLS] + patches + detection tokens,
+    and, per top-scoring detection token, its last layer's attention over the patches with its
+    box, on the image as the network reads it (letterboxed into its square)."""
+    detector = Detector(objective)
+    embedder = detector.net.embedder
+    pixels, _ = detector.inputs(load_image(image_path))
+    weights = self_attention_weights(detector.net, pixels)
+    (scored,) = predictions(detector.forward(pixels), detector.image_size)
+    top = scored["scores"].argsort(descending=True)[:SHOWN_DETECTIONS]
+    names = detector.class_names or [str(i) for i in range(objective.hparams.num_classes)]
+    titles = [f"det{q}: {names[int(scored['labels'][q])]} {scored['scores'][q]:.2f}" for q in top.tolist()]
+    grid = embedder.image_size // embedder.patch_size
+    heat = detection_heat(weights, embedder.n_patches, embedder.n_detections)[top].view(-1, grid, grid)
+    labels = (["[CLS]"] + [f"p{i}" for i in range(embedder.n_patches)]
+              + [f"det{q}" for q in range(embedder.n_detections)])
+    shown = denormalised(pixels[0].cpu(), detector.mean, detector.std)
+    return plot_layers(weights, labels, labels, out, "self", title) + [
+        plot_detection_maps(shown, heat.cpu(), scored["boxes"][top].cpu(), titles, out / "detections.png",
+                            f"{title}: the {len(top)} best detection tokens, last layer")]
 
 
 @torch.no_grad()

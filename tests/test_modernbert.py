@@ -91,7 +91,7 @@ def test_modernbert_preset_tiles_its_pattern_and_has_the_paper_shape():
 def test_a_pattern_of_rotary_bases_longer_than_the_stack_is_refused():
     from zoo.nn.positions import rotary_tables
 
-    with pytest.raises(ValueError, match="rotary base pattern of 4 entries for a stack of 3 layers"):
+    with pytest.raises(ValueError, match="pattern of 4 rotary bases for a stack of 3 layers"):
         rotary_tables(8, 16, [1.0, 2.0, 3.0, 4.0], 3)
 
 

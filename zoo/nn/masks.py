@@ -265,7 +265,7 @@ def tile(pattern, n_layers: int, what: str = "mask") -> list:
     if not pattern:
         raise ValueError(f"a per-layer {what} pattern needs at least one entry")
     if len(pattern) > n_layers:
-        raise ValueError(f"a per-layer {what} pattern of {len(pattern)} entries for a stack of {n_layers} layers: "
+        raise ValueError(f"a per-layer pattern of {len(pattern)} {what}s for a stack of {n_layers} layers: "
                          f"give at most {n_layers} (the pattern repeats over the layers)")
     return [pattern[i % len(pattern)] for i in range(n_layers)]
 

@@ -18,6 +18,7 @@ from transformers import (BertConfig, BertModel, BertTokenizerFast, GPT2Config, 
                           T5ForConditionalGeneration, ViTConfig, ViTForImageClassification)
 
 from exactness import assert_matches
+from test_hub_source import hub, put_in_cache  # noqa: F401 (hub is a fixture)
 from test_init_from import word_level_tokenizer
 from test_tower import _llava
 from zoo.cli.commands import call
@@ -208,6 +209,14 @@ def test_a_sentence_transformers_folder_cuts_at_its_max_seq_length(tmp_path):
     with torch.no_grad():
         ref = reference_pool(hf(**tokens).last_hidden_state, tokens["attention_mask"].bool(), "mean", True)
     assert_matches(got, ref, what="cut embeddings")
+
+
+def test_a_sentence_transformers_repo_from_the_hub_cache(tmp_path, hub):  # noqa: F811 (the fixture)
+    hf = sentence_transformers_folder(tmp_path / "st", "0_Transformer", "mean", True)
+    put_in_cache(hub, "someone/tiny-st", tmp_path / "st")
+    got = torch.tensor(embed(tmp_path, "init_from=hf:someone/tiny-st", texts_override(TEXTS)))
+    assert_matches(got, bert_reference(hf, tmp_path / "st" / "0_Transformer", TEXTS, "mean", True),
+                   what="embeddings of the cached repo")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None, reason="sentence-transformers absent")

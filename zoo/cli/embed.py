@@ -142,7 +142,7 @@ def from_folder(source: str, device: str) -> Source:
     if st is not None and st.width not in (None, width):
         raise ValueError(f"{source}: its Pooling module expects word_embedding_dimension={st.width}, the "
                          f"Transformer gives {width}")
-    max_length = min(filter(None, (_context(net), st and st.max_length)))
+    max_length = _context(net) if st is None or st.max_length is None else min(_context(net), st.max_length)
     return Source(net, kind, st.pooling if st else DEFAULTS[kind], tokenizer, special_tokens=True,
                   max_length=max_length)
 

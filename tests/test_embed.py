@@ -37,8 +37,8 @@ def no_head(net: torch.nn.Module) -> None:
 
 
 def tiny_bert_config(vocab_size: int = 97) -> BertConfig:
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
-                      max_position_embeddings=24, attn_implementation="sdpa")
+    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      intermediate_size=48, max_position_embeddings=24, attn_implementation="sdpa")
 
 
 def padded_ids(vocab: int, pad_from: int = 11) -> tuple[torch.Tensor, torch.Tensor]:

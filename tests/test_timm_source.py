@@ -6,14 +6,18 @@ and what the zoo ViT cannot express is refused naming it."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 from safetensors.torch import save_file
 
 from exactness import assert_matches
 from test_init_from import VIT_DIMS, objective_from
+from zoo.cli.commands import call
 from zoo.convert.vit import from_timm
 
 timm = pytest.importorskip("timm")
@@ -57,6 +61,9 @@ def test_a_timm_folder_gives_heads_eps_and_pooling_from_the_model(tmp_path):
             "num_classes": 10}
     ref = random_weights(NAME, tmp_path / "unused.safetensors", **args)
     save_for_hf(ref, tmp_path / "folder", model_args={k: v for k, v in args.items() if k != "num_classes"})
+    config = json.loads((tmp_path / "folder" / "config.json").read_text())
+    config["pretrained_cfg"] |= {"source": "hf-hub", "hf_hub_id": "someone/else", "url": "http://x"}  # ignored:
+    (tmp_path / "folder" / "config.json").write_text(json.dumps(config))  # the folder's own weights are read
     model = objective_from("vit", tmp_path / "folder", VIT_DIMS)
     net, shape = model.net.eval(), model.hparams.net
     assert (net.blocks[0].attn.n_heads, shape["head"]["pool"], shape["head"]["norm_eps"]) == (4, "mean", 1e-6)
@@ -98,3 +105,19 @@ def test_bad_timm_sources_are_named(tmp_path, monkeypatch):
     random_weights("test_vit2", tmp_path / "reg.safetensors")  # a register token
     with pytest.raises(ValueError, match="reg_tokens"):
         objective_from("vit", f"timm:test_vit2@{tmp_path / 'reg.safetensors'}", VIT_DIMS)
+
+
+@torch.no_grad()
+def test_zoo_embed_reads_a_timm_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path / "cache"))
+    ref = random_weights(NAME, tmp_path / "w.safetensors")
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 160, 160, 3), dtype=np.uint8)
+    files = [tmp_path / f"{i}.png" for i in range(2)]
+    for file, image in zip(files, pixels):
+        Image.fromarray(image).save(file)
+    out = tmp_path / "emb.json"
+    call("embed", [f"init_from=timm:{NAME}@{tmp_path / 'w.safetensors'}", "image=[" + ",".join(map(str, files)) + "]",
+                   f"out={out}"])
+    x = (torch.from_numpy(pixels).permute(0, 3, 1, 2).float() / 255 - 0.5) / 0.5  # test_vit's mean and std
+    assert_matches(torch.tensor(json.loads(out.read_text())["embeddings"]), ref.forward_features(x)[:, 0],
+                   what="CLS embeddings of the timm model")

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from zoo.convert.common import compose_config
 from zoo.convert.hub import resolve
-from zoo.convert.vit import vit_shape
+from zoo.convert.vit import from_timm, is_timm_dir, timm_from_dir, vit_shape
 from zoo.data.images import load_image, to_tensor
 from zoo.data.tokenizers import HFTokenizer, tokenizer_from_state
 from zoo.models import sentence_transformers
@@ -119,11 +119,23 @@ def net_from_folder(folder: Path) -> tuple[nn.Module, dict[str, Any]]:
     return net.eval(), config
 
 
+def from_timm_folder(folder: Path, device: str) -> Source:
+    """A timm-format folder (``timm:<name>``, a Hub ``timm/*`` repository): its ViT, normalised as
+    its pretrained config says."""
+    net = from_timm(timm_from_dir(folder)).to(device).eval()
+    settings = json.loads((folder / "config.json").read_text()).get("pretrained_cfg") or {}
+    return Source(net, "image", DEFAULTS["image"], pixel_mean=settings.get("mean", 0.5),
+                  pixel_std=settings.get("std", 0.5))
+
+
 def from_folder(source: str, device: str) -> Source:
-    """A Hugging Face folder (or ``hf:<repo>``), a sentence-transformers one followed through its modules."""
+    """A Hugging Face folder (or ``hf:<repo>``, ``timm:<name>``), a sentence-transformers one followed
+    through its modules."""
     folder = Path(resolve(source))
     if not folder.is_dir():
         raise FileNotFoundError(f"init_from={source}: {folder} is not a folder")
+    if is_timm_dir(folder):
+        return from_timm_folder(folder, device)
     st = sentence_transformers.read(folder) if sentence_transformers.is_sentence_transformer(folder) else None
     net, config = net_from_folder(st.model_dir if st else folder)
     net = net.to(device)

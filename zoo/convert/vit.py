@@ -285,6 +285,10 @@ def from_timm(model) -> nn.Module:
     return _timm_net(model.state_dict(), timm_model_shape(model))
 
 
+# the keys of a timm folder's pretrained_cfg that loading its weights file reads
+LOAD_KEYS = ("num_classes", "classifier", "first_conv", "label_offset")
+
+
 def is_timm_dir(path: str | Path) -> bool:
     """Whether ``path`` is a folder in timm's own format (``config.json`` naming an ``architecture``
     and no ``model_type``: what timm's ``save_for_hf`` writes, and the Hub's ``timm/*`` repositories)."""
@@ -311,14 +315,17 @@ def timm_from_dir(path: str | Path) -> nn.Module:
     plain = (str, int, float, bool, type(None), list)
     if not isinstance(args, dict) or not all(isinstance(v, plain) for v in args.values()):
         raise ValueError(f"{path}/config.json: model_args={args!r} must map names to plain values")
-    if not isinstance(config.get("pretrained_cfg") or {}, dict):
-        raise ValueError(f"{path}/config.json: pretrained_cfg is a {type(config['pretrained_cfg']).__name__}, not a dict")
+    pretrained_cfg = config.get("pretrained_cfg") or {}
+    if not isinstance(pretrained_cfg, dict):
+        raise ValueError(f"{path}/config.json: pretrained_cfg is a {type(pretrained_cfg).__name__}, not a dict")
     weights = [path / f for f in ("model.safetensors", "pytorch_model.bin") if (path / f).is_file()]
     if not weights:
         raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")
-    # the folder's pretrained config (its class count: timm drops a classifier of another size), its
-    # weights file a state dict (timm reads a .bin with weights_only), not an original-format (.npz) file
-    overlay = (config.get("pretrained_cfg") or {}) | {"file": str(weights[0]), "custom_load": False}
+    # Of the folder's pretrained config only what loading the file needs (its class count: timm drops a
+    # classifier of another size); nothing that picks another source (url, hf_hub_id, source). The file
+    # is a state dict (timm reads a .bin with weights_only), not an original-format (.npz) one.
+    overlay = {k: pretrained_cfg[k] for k in LOAD_KEYS if k in pretrained_cfg}
+    overlay |= {"file": str(weights[0]), "custom_load": False}
     kwargs = {key: config[key] for key in ("num_classes", "global_pool") if key in config}
     return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, **(kwargs | args)).eval()
 

@@ -274,18 +274,39 @@ def test_a_vit_folder_embeds_images_by_their_cls_vector_or_mean(tmp_path):
     assert_matches(torch.tensor(mean), states[:, 1:].mean(1), what="mean-of-patches embeddings")
     with pytest.raises(ValueError, match="reads images, but text= was given"):
         embed(tmp_path, f"init_from={tmp_path / 'vit'}", "text=[a cat]")
+    # a zoo checkpoint of it (model=vit model.init_from=DIR) embeds alike, normalised as its data was
+    mean, std = torch.tensor([0.4, 0.5, 0.6]), torch.tensor([0.2, 0.3, 0.25])
+    dims = {"num_classes": 3, "image_size": 32, "channels": 3, "class_names": ["a", "b", "c"],
+            "pixel_mean": mean.tolist(), "pixel_std": std.tolist()}
+    save_checkpoint(objective_of("vit", tmp_path / "vit", dims), "classification", tmp_path / "vit.ckpt")
+    x = (torch.from_numpy(pixels).permute(0, 3, 1, 2).float() / 255 - mean[:, None, None]) / std[:, None, None]
+    with torch.no_grad():
+        ref = hf.vit(x).last_hidden_state[:, 0]
+    assert_matches(torch.tensor(embed(tmp_path, f"ckpt={tmp_path / 'vit.ckpt'}", images)), ref,
+                   what="CLS embeddings of the checkpoint")
+
+
+def objective_of(model: str, folder: Path, dims: dict, tokenizer: dict | None = None):
+    """``model=<model> model.init_from=<folder>`` built as train.py builds it, ``dims`` standing in for the data."""
+    cfg = compose_config([f"model={model}", f"model.init_from={folder}"])
+    with open_dict(cfg):
+        cfg.dims = dims
+    return objective(cfg, tokenizer)
+
+
+def save_checkpoint(trained, name: str, path: Path) -> None:
+    """What a zoo checkpoint holds of an objective (the entries zoo.train.checkpoint.load reads)."""
+    torch.save({"zoo_objective": name, "hyper_parameters": dict(trained.hparams), "state_dict": trained.state_dict()},
+               path)
 
 
 def test_a_zoo_bert_checkpoint_embeds_its_texts_in_cls_and_sep(tmp_path):
     hf = bert_folder(tmp_path / "bert")
     tokenizer = tokenizer_of(tmp_path / "bert")
-    cfg = compose_config(["model=bert", f"model.init_from={tmp_path / 'bert'}"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "mask_id": 4, "special_ids": [0, 1, 2, 3, 4]}
+    dims = {"vocab_size": tokenizer.vocab_size, "mask_id": 4, "special_ids": [0, 1, 2, 3, 4]}
     with pytest.warns(UserWarning, match="no MLM head"):
-        trained = objective(cfg, tokenizer.state())
-    torch.save({"zoo_objective": "mlm", "hyper_parameters": dict(trained.hparams), "state_dict": trained.state_dict()},
-               tmp_path / "bert.ckpt")
+        trained = objective_of("bert", tmp_path / "bert", dims, tokenizer.state())
+    save_checkpoint(trained, "mlm", tmp_path / "bert.ckpt")
     got = torch.tensor(embed(tmp_path, f"ckpt={tmp_path / 'bert.ckpt'}", texts_override(TEXTS)))
     assert_matches(got, bert_reference(hf, tmp_path / "bert", TEXTS, "mean", True), what="checkpoint embeddings")
 

@@ -41,6 +41,7 @@ COMMANDS: dict[str, Command] = {
                       "find the objects in an image with a detector checkpoint (YOLOS): JSON and a PNG"),
     "attention-maps": Command("attention_maps", "zoo.cli.attention_maps:main",
                               "draw a checkpoint's attention weights for one input"),
+    "embed": Command("embed", "zoo.cli.embed:main", "write embeddings of texts or images from a checkpoint or folder"),
     "export": Command("export", "zoo.cli.export:main", "write a checkpoint as a folder transformers loads"),
     "describe": Command("describe", "zoo.cli.describe:main",
                         "print the family table; masks=DIR also draws each family's masks"),

@@ -2,19 +2,31 @@
 a Hugging Face Hub repository fetched into the standard Hub cache (``HF_HUB_CACHE``, by default
 ``~/.cache/huggingface/hub``) with ``huggingface_hub.snapshot_download``. With
 ``HF_HUB_OFFLINE=1`` only the cache is read; a repository that is not there is an error naming
-it and the command that fetches it."""
+it and the command that fetches it.
+
+``timm:<model name>[@<weights file>]`` (ViT): the model timm's own pretrained loading gives
+(``timm.create_model(name, pretrained=True)``, which downloads as timm does, or reads the local
+``weights file`` as its ``pretrained_cfg_overlay``), written in timm's folder format under the
+zoo cache (``ZOO_CACHE_DIR``, by default ``.cache/zoo``): see :func:`zoo.convert.vit.timm_folder`."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 PREFIX = "hf:"
+TIMM_PREFIX = "timm:"
 REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+TIMM_NAME = re.compile(r"^[\w.-]+$")
 
 
 def resolve(source: str) -> str:
     """``source`` as a local path: a path is returned unchanged, ``hf:<repo>[@rev]`` becomes the
-    folder of that revision's snapshot in the Hub cache (downloaded unless offline)."""
+    folder of that revision's snapshot in the Hub cache (downloaded unless offline),
+    ``timm:<name>[@file]`` the folder timm's pretrained model is written to."""
+    if isinstance(source, str) and source.startswith(TIMM_PREFIX):
+        return _timm(source)
     if not isinstance(source, str) or not source.startswith(PREFIX):
         return source
     repo, _, revision = source.removeprefix(PREFIX).partition("@")
@@ -31,3 +43,13 @@ def resolve(source: str) -> str:
         reason = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub could not be reached"
         raise FileNotFoundError(f"{source}: not in {where} and {reason}; fetch it with {how} where there is "
                                 f"internet (or copy that cache here)") from None
+
+
+def _timm(source: str) -> str:
+    from zoo.convert.vit import timm_folder
+
+    name, _, file = source.removeprefix(TIMM_PREFIX).partition("@")
+    if not TIMM_NAME.match(name):
+        raise ValueError(f"{source}: expected timm:<model name>[@<weights file>], e.g. timm:vit_small_patch16_224")
+    cache = Path(os.environ.get("ZOO_CACHE_DIR", ".cache/zoo"))
+    return str(timm_folder(name, file or None, cache))

@@ -4,8 +4,11 @@ Each is one short, shape-checked renaming."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -161,7 +164,13 @@ def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, A
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
     """``model.init_from`` hook: (``net_cfg`` reshaped to the ``ViTForImageClassification``
-    folder at ``path``, the net holding its weights); see :func:`classifier_pretrained`."""
+    folder at ``path``, or a timm-format folder (:func:`timm_from_dir`, ``timm:<name>``), the net
+    holding its weights); see :func:`classifier_pretrained`."""
+    if is_timm_dir(path):
+        model = timm_from_dir(path)
+        return classifier_pretrained(net_cfg, path, timm_model_shape(model),
+                                     timm_vit_state_dict(model.state_dict(), len(model.blocks)),
+                                     ("embedder.image_size", "embedder.channels"))
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = vit_shape(config)
     return classifier_pretrained(net_cfg, path, shape, hf_vit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"]),
@@ -199,12 +208,10 @@ def timm_vit_state_dict(sd: dict[str, Tensor], n_layers: int) -> dict[str, Tenso
     return out
 
 
-@torch.no_grad()
-def from_timm_state_dict(sd: dict[str, Tensor], n_heads: int, global_pool: str = "token",
-                         eps: float = 1e-6) -> nn.Module:
-    """A zoo ViT holding a timm ``VisionTransformer`` state dict. The shapes come from the
-    tensors; what they cannot tell is an argument: ``n_heads``, ``global_pool`` (``token``
-    = the CLS vector, ``avg`` = mean of the patch vectors) and the LayerNorm ``eps``."""
+def timm_shape(sd: dict[str, Tensor], n_heads: int, global_pool: str = "token", eps: float = 1e-6) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=vit`` the shape of a
+    timm ``VisionTransformer`` state dict; what the tensors cannot tell is an argument. Every
+    dependent key is listed, so the same values apply to a resolved config."""
     if global_pool not in ("token", "avg"):
         raise ValueError(f"global_pool={global_pool!r}: the zoo head pools 'token' (CLS) or 'avg' only")
     d_model, channels, patch, _ = sd["patch_embed.proj.weight"].shape[0:4]
@@ -217,30 +224,128 @@ def from_timm_state_dict(sd: dict[str, Tensor], n_heads: int, global_pool: str =
                          f"(timm's no_embed_class / register tokens are not supported)")
     if not has_cls and global_pool == "token":
         raise ValueError("global_pool='token' needs the CLS token, and the state dict has no cls_token")
-    overrides = _shape_overrides(n_layers, d_model, n_heads, sd["blocks.0.mlp.fc1.weight"].shape[0], patch, eps,
-                                 "blocks.0.attn.qkv.bias" in sd)
-    overrides += [
-        f"model.net.embedder.cls_token={has_cls}",
-        f"model.net.embedder.bias={'patch_embed.proj.bias' in sd}",
-        f"model.net.embedder.norm_eps={eps if 'norm_pre.weight' in sd else 'null'}",
-        f"model.net.final_norm={'norm.weight' in sd}",
-        f"model.net.head.pool={'cls' if global_pool == 'token' else 'mean'}",
-        f"model.net.head.prefix_tokens={int(has_cls)}",
-        f"model.net.head.norm_eps={eps if 'fc_norm.weight' in sd else 'null'}",
-    ]
-    dims = {"num_classes": sd["head.weight"].shape[0], "image_size": side * patch, "channels": channels}
-    net = build_net("vit", overrides, dims)
-    load_mapped(net, timm_vit_state_dict(sd, n_layers))
+    qkv_bias = "blocks.0.attn.qkv.bias" in sd
+    return {
+        "n_layers": n_layers,
+        "final_norm": "norm.weight" in sd,
+        "block.d_model": d_model, "block.n_heads": n_heads, "block.d_ff": sd["blocks.0.mlp.fc1.weight"].shape[0],
+        "block.norm_eps": eps, "block.bias_q": qkv_bias, "block.bias_k": qkv_bias, "block.bias_v": qkv_bias,
+        "embedder.image_size": side * patch, "embedder.patch_size": patch, "embedder.channels": channels,
+        "embedder.d_model": d_model, "embedder.cls_token": has_cls, "embedder.bias": "patch_embed.proj.bias" in sd,
+        "embedder.norm_eps": eps if "norm_pre.weight" in sd else None,
+        "head.d_model": d_model, "head.num_classes": sd["head.weight"].shape[0],
+        "head.pool": "cls" if global_pool == "token" else "mean", "head.prefix_tokens": int(has_cls),
+        "head.norm_eps": eps if "fc_norm.weight" in sd else None,
+    }
+
+
+@torch.no_grad()
+def from_timm_state_dict(sd: dict[str, Tensor], n_heads: int, global_pool: str = "token",
+                         eps: float = 1e-6) -> nn.Module:
+    """A zoo ViT holding a timm ``VisionTransformer`` state dict. The shapes come from the
+    tensors; what they cannot tell is an argument: ``n_heads``, ``global_pool`` (``token``
+    = the CLS vector, ``avg`` = mean of the patch vectors) and the LayerNorm ``eps``.
+    :func:`from_timm` reads them from the model instead."""
+    return _timm_net(sd, timm_shape(sd, n_heads, global_pool, eps))
+
+
+def _timm_net(sd: dict[str, Tensor], shape: dict[str, Any]) -> nn.Module:
+    dims = {"num_classes": shape["head.num_classes"], "image_size": shape["embedder.image_size"],
+            "channels": shape["embedder.channels"]}
+    net = build_net("vit", shape_overrides(shape), dims)
+    load_mapped(net, timm_vit_state_dict(sd, shape["n_layers"]))
     return net
+
+
+def timm_model_shape(model: nn.Module) -> dict[str, Any]:
+    """:func:`timm_shape` of a timm ``VisionTransformer``, its heads, pooling and eps read from the
+    model; what the zoo ViT cannot express is refused, naming it."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    if not isinstance(model, VisionTransformer):
+        raise ValueError(f"timm model {type(model).__name__} is not a VisionTransformer: the zoo ViT reads only those")
+    if getattr(model, "dist_token", None) is not None:
+        raise ValueError("the timm model has a distillation token (a distilled DeiT): the zoo ViT has a CLS token "
+                         "only; take the non-distilled model")
+    act = model.blocks[0].mlp.act
+    if not (isinstance(act, nn.GELU) and act.approximate == "none"):
+        raise ValueError(f"timm MLP activation {act} is not the exact GELU of the zoo ViT Block")
+    # (dynamic_img_size is accepted: at the native size, the one image size the zoo ViT takes, timm's
+    # resampled positions are its own table)
+    unsupported = {k: v for k, v in (("no_embed_class", model.no_embed_class), ("reg_tokens", model.num_reg_tokens),
+                                     ("dynamic_img_pad", getattr(model.patch_embed, "dynamic_img_pad", False))) if v}
+    if unsupported:
+        raise ValueError(f"timm {unsupported} have no zoo ViT equivalent")
+    norm = model.fc_norm if isinstance(model.norm, nn.Identity) else model.norm
+    return timm_shape(model.state_dict(), model.blocks[0].attn.num_heads, model.global_pool, getattr(norm, "eps", 1e-6))
 
 
 def from_timm(model) -> nn.Module:
     """A zoo ViT holding a timm ``VisionTransformer``'s weights (shapes read from the model)."""
-    act = model.blocks[0].mlp.act
-    if not (isinstance(act, nn.GELU) and act.approximate == "none"):
-        raise ValueError(f"timm MLP activation {act} is not the exact GELU of the zoo ViT Block")
-    if model.no_embed_class or model.num_reg_tokens or model.dynamic_img_size:
-        raise ValueError("timm no_embed_class / reg_tokens / dynamic_img_size have no zoo ViT equivalent")
-    norm = model.fc_norm if isinstance(model.norm, nn.Identity) else model.norm
-    return from_timm_state_dict(model.state_dict(), model.blocks[0].attn.num_heads, model.global_pool,
-                                getattr(norm, "eps", 1e-6))
+    return _timm_net(model.state_dict(), timm_model_shape(model))
+
+
+# the keys of a timm folder's pretrained_cfg that loading its weights file reads
+LOAD_KEYS = ("num_classes", "classifier", "first_conv", "label_offset")
+
+
+def is_timm_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a folder in timm's own format (``config.json`` naming an ``architecture``
+    and no ``model_type``: what timm's ``save_for_hf`` writes, and the Hub's ``timm/*`` repositories)."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        return False
+    config = json.loads(file.read_text())
+    return "architecture" in config and "model_type" not in config
+
+
+def timm_from_dir(path: str | Path) -> nn.Module:
+    """The timm model of a timm-format folder, built and loaded by timm's own pretrained loading
+    (``create_model(architecture, pretrained=True)`` with the folder's weights file as
+    ``pretrained_cfg_overlay``). ``config.json`` is data: its architecture must be one timm
+    registers (never a ``hf-hub:`` or other source), its ``model_args`` plain values."""
+    import timm
+
+    path = Path(path)
+    config = json.loads((path / "config.json").read_text())
+    name = config["architecture"]
+    if not isinstance(name, str) or name not in timm.list_models():
+        raise ValueError(f"{path}/config.json: architecture={name!r} is not a model timm registers")
+    args = config.get("model_args") or {}
+    plain = (str, int, float, bool, type(None), list)
+    if not isinstance(args, dict) or not all(isinstance(v, plain) for v in args.values()):
+        raise ValueError(f"{path}/config.json: model_args={args!r} must map names to plain values")
+    pretrained_cfg = config.get("pretrained_cfg") or {}
+    if not isinstance(pretrained_cfg, dict):
+        raise ValueError(f"{path}/config.json: pretrained_cfg is a {type(pretrained_cfg).__name__}, not a dict")
+    weights = [path / f for f in ("model.safetensors", "pytorch_model.bin") if (path / f).is_file()]
+    if not weights:
+        raise FileNotFoundError(f"{path} has neither model.safetensors nor pytorch_model.bin")
+    # Of the folder's pretrained config only what loading the file needs (its class count: timm drops a
+    # classifier of another size); nothing that picks another source (url, hf_hub_id, source). The file
+    # is a state dict (timm reads a .bin with weights_only), not an original-format (.npz) one.
+    overlay = {k: pretrained_cfg[k] for k in LOAD_KEYS if k in pretrained_cfg}
+    overlay |= {"file": str(weights[0]), "custom_load": False}
+    kwargs = {key: config[key] for key in ("num_classes", "global_pool") if key in config}
+    return timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, **(kwargs | args)).eval()
+
+
+def timm_folder(name: str, file: str | None, cache: Path) -> Path:
+    """``timm:<name>[@file]``: the model timm's own pretrained loading gives (its download, or
+    ``file`` as ``pretrained_cfg_overlay``), written in timm's folder format under ``cache`` so
+    that ``model.init_from`` reads it as any folder (:func:`pretrained`)."""
+    import timm
+    from timm.models import save_for_hf
+
+    if name not in timm.list_models(pretrained=True) and name not in timm.list_models():
+        raise ValueError(f"timm:{name}: timm has no model of that name (timm.list_models() lists them)")
+    overlay = None if file is None else {"file": file, "custom_load": Path(file).suffix == ".npz"}
+    if file is not None and not Path(file).is_file():
+        raise FileNotFoundError(f"timm:{name}@{file}: the weights file {file} does not exist")
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay)
+    timm_model_shape(model)  # refuse what the zoo ViT cannot express before anything is written
+    # one folder per (name, weights file): another file for the same name is not the same model
+    tag = "" if file is None else "@" + hashlib.sha256(str(Path(file).resolve()).encode()).hexdigest()[:12]
+    folder = cache / "timm" / f"{name}{tag}"
+    save_for_hf(model, folder)
+    return folder

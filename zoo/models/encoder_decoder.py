@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from zoo.models.features import tower_features
 from zoo.train.flops import linear_flops, tower_flops, training_flops
 from zoo.models.model import init_weights
 from zoo.nn.block import BlockConfig
@@ -116,6 +117,19 @@ class EncoderDecoder(nn.Module):
         """target ids (B, T) (only the new ones when ``cache`` is given) -> logits (B, T, V)."""
         cross = AttentionContext.over(memory, source_padding)
         return self.head(self.decoder.hidden(target, target_padding, cross=cross, cache=cache))
+
+    def features(self, source: Tensor, source_padding: Tensor | None = None, target: Tensor | None = None,
+                 target_padding: Tensor | None = None, layer: int | None = None) -> Tensor:
+        """The encoder's hidden states (B, S, D) for ``source``, or with ``target`` (B, T) the
+        decoder's (B, T, D) over the whole encoder output: the head is not run.
+
+        layer: of the tower whose states are returned; ``None`` for its last hidden state (final
+        norm included), else the residual stream after that many Blocks (see ``zoo.models.features``).
+        """
+        if target is None:
+            return tower_features(self.encoder, source, layer, key_padding=source_padding)
+        cross = AttentionContext.over(self.encode(source, source_padding), source_padding)
+        return tower_features(self.decoder, target, layer, key_padding=target_padding, cross=cross)
 
     def forward(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from torch import Tensor, nn
 
+from zoo.models.features import tower_features
 from zoo.train.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
@@ -121,6 +122,16 @@ class Model(Tower):
         """
         x = self.hidden(inputs, key_padding, prefix_len, cache=cache, **embed_kwargs)
         return self.head(x if keep is None else x[keep])
+
+    def features(self, inputs: Tensor, key_padding: Tensor | None = None, prefix_len: Tensor | None = None,
+                 layer: int | None = None, **embed_kwargs) -> Tensor:
+        """inputs (B, L) (what ``forward`` takes) -> hidden states (B, L', D), the head not run.
+
+        layer: ``None`` for the last hidden state (final norm included), else the residual
+        stream after that many Blocks (negative: from the end; see ``zoo.models.features``).
+        LLaVA: ``images=`` as in ``forward``; the states are the language tower's.
+        """
+        return tower_features(self, inputs, layer, key_padding=key_padding, prefix_len=prefix_len, **embed_kwargs)
 
     def new_cache(self) -> KVCache:
         """An empty cache; layers whose mask sees only the latest keys get a rolling buffer."""

@@ -1,0 +1,104 @@
+"""A sentence-transformers folder read as data: which subfolder holds the Transformer, how its
+hidden states are pooled, whether the result is normalised, how long an input may be.
+
+``modules.json`` lists the folder's modules by class name. The file is untrusted: only the three
+modules the zoo computes itself (Transformer, Pooling, Normalize) are accepted, in that order,
+and any other is refused by name; no class the file names is ever imported. The
+``sentence-transformers`` package is not needed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zoo.models.pooling import Pooling
+
+MODULES_FILE = "modules.json"
+KNOWN = ("Transformer", "Pooling", "Normalize")  # in the order they run
+# Pooling/config.json's flags -> the zoo's mode; a flag not here that is set is refused
+POOLING_FLAGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
+                 "pooling_mode_cls_token": "cls"}
+UNSUPPORTED_FLAGS = ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                     "pooling_mode_lasttoken")
+
+
+@dataclass(frozen=True)
+class SentenceTransformer:
+    """What a sentence-transformers folder says: the Transformer's folder, the pooling, the
+    longest input (``max_seq_length`` of ``sentence_bert_config.json``, or None) and the width
+    the Pooling module expects (``word_embedding_dimension``, or None)."""
+
+    model_dir: Path
+    pooling: Pooling
+    max_length: int | None
+    width: int | None
+
+
+def is_sentence_transformer(folder: str | Path) -> bool:
+    return (Path(folder) / MODULES_FILE).is_file()
+
+
+def _json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file} could not be read as JSON: {err}") from None
+
+
+def _inside(folder: Path, sub: Any, where: str) -> Path:
+    """``folder / sub``, refused unless it stays inside ``folder`` (the file names the path)."""
+    if not isinstance(sub, str):
+        raise ValueError(f"{where}: path={sub!r} is not a string")
+    path = (folder / sub).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise ValueError(f"{where}: path={sub!r} leads outside {folder}")
+    return path
+
+
+def _modules(folder: Path) -> list[tuple[str, Path]]:
+    """(kind, folder) of each module in ``modules.json``, checked: known kinds only, in order."""
+    file = folder / MODULES_FILE
+    listed = _json(file)
+    if not isinstance(listed, list):
+        raise ValueError(f"{file}: expected a list of modules, got a {type(listed).__name__}")
+    modules = []
+    for i, entry in enumerate(listed):
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if not isinstance(kind, str):
+            raise ValueError(f"{file}: module {i} has no type: {entry!r}")
+        short = kind.rsplit(".", 1)[-1]
+        if not kind.startswith("sentence_transformers.") or short not in KNOWN:
+            raise ValueError(f"{file}: module {i} is {kind!r}; zoo embed follows only sentence-transformers' "
+                             f"{', '.join(KNOWN)} modules")
+        modules.append((short, _inside(folder, entry.get("path", ""), f"{file} module {i}")))
+    kinds = [kind for kind, _ in modules]
+    if kinds not in (list(KNOWN[:2]), list(KNOWN)):
+        raise ValueError(f"{file} lists the modules {kinds}: zoo embed follows Transformer, Pooling and optionally "
+                         f"Normalize, in that order")
+    return modules
+
+
+def _pooling_mode(file: Path) -> tuple[str, int | None]:
+    """(mode, word_embedding_dimension) of a Pooling module's ``config.json``: exactly one mode set."""
+    config = _json(file)
+    unsupported = [flag for flag in UNSUPPORTED_FLAGS if config.get(flag)]
+    if unsupported:
+        raise ValueError(f"{file} sets {unsupported}: zoo embed pools by {sorted(POOLING_FLAGS)} only")
+    modes = [mode for flag, mode in POOLING_FLAGS.items() if config.get(flag)]
+    if len(modes) != 1:
+        raise ValueError(f"{file} sets {len(modes)} of {sorted(POOLING_FLAGS)}: zoo embed follows exactly one "
+                         f"(sentence-transformers would concatenate several)")
+    return modes[0], config.get("word_embedding_dimension")
+
+
+def read(folder: str | Path) -> SentenceTransformer:
+    """The sentence-transformers folder at ``folder`` (with its ``modules.json``)."""
+    folder = Path(folder)
+    modules = dict(_modules(folder))
+    mode, width = _pooling_mode(modules["Pooling"] / "config.json")
+    settings = modules["Transformer"] / "sentence_bert_config.json"
+    max_length = _json(settings).get("max_seq_length") if settings.is_file() else None
+    return SentenceTransformer(modules["Transformer"], Pooling(mode, "Normalize" in modules), max_length, width)

@@ -12,8 +12,8 @@ import transformers as T
 from omegaconf import OmegaConf, open_dict
 
 from exactness import assert_matches
-from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit,
-                         whisper, yolos)
+from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, modernbert, t5, videomae, vit,
+                         vitdet, vivit, whisper, yolos)
 from zoo.convert.common import build_net, compose_config, shape_overrides
 from zoo.convert.export import FAMILIES, to_hf
 
@@ -79,6 +79,11 @@ CASES = {
                                                              max_position_embeddings=64, block_size=4,
                                                              num_random_blocks=2, attention_type="block_sparse")),
                 big_bird, "bigbird", lambda c: shape_overrides(big_bird.big_bird_shape(c)), {"vocab_size": 50}),
+    "modernbert": (lambda: _randomise(T.ModernBertForMaskedLM(T.ModernBertConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
+        max_position_embeddings=64, local_attention=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        cls_token_id=1, sep_token_id=2)), 0.02),
+        modernbert, "modernbert", lambda c: shape_overrides(modernbert.modernbert_shape(c)), {"vocab_size": 50}),
     "gpt_neo": (lambda: T.GPTNeoForCausalLM(T.GPTNeoConfig(vocab_size=50, hidden_size=16, num_layers=3, num_heads=2,
                                                            max_position_embeddings=64, window_size=5,
                                                            attention_types=[[["global", "local"], 1], [["local"], 1]])),

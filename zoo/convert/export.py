@@ -29,8 +29,8 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, t5, videomae, vit, vitdet, vivit,
-                         whisper, yolos)
+from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, modernbert, t5, videomae, vit, vitdet,
+                         vivit, whisper, yolos)
 from zoo.convert.common import shape_overrides
 from zoo.nn.tower import without_unread
 
@@ -132,6 +132,29 @@ def _vitdet_layers(net: dict[str, Any]) -> dict[str, Any]:
                          f"multiple of block.d_model={d}")
     return {"window_block_indices": [i for i, kind in enumerate(layers) if kind == "window"],
             "window_size": window or 0, "mlp_ratio": d_ff // d}
+
+
+def _modernbert_layers(net: dict[str, Any]) -> dict[str, Any]:
+    """ModernBERT's ``layer_types``, ``local_attention`` and per-kind ``rope_parameters`` of the zoo
+    net's per-layer masks and rotary bases (one base per kind of layer), and its head's activation."""
+    from zoo.nn.masks import tile
+
+    kinds = {"zoo.nn.masks.NoMask": "full_attention", "zoo.nn.masks.LocalMask": "sliding_attention"}
+    layers, window = _layer_masks(net, kinds, "zoo.nn.masks.LocalMask", "ModernBertForMaskedLM")
+    base = net["rotary_base"]
+    bases = tile(base, len(layers), "rotary base") if isinstance(base, list) else [base] * len(layers)
+    theta: dict[str, float] = {}
+    for kind, layer_base in zip(layers, bases):
+        if theta.setdefault(kind, layer_base) != layer_base:
+            raise ValueError(f"ModernBertForMaskedLM has one rotary base per kind of layer: this net's {kind} layers "
+                             f"rotate at {theta[kind]} and {layer_base}")
+    default = {"full_attention": 160000.0, "sliding_attention": 10000.0}
+    head_act = [hf for hf, zoo in bert.ACTIVATIONS.items() if zoo == net["head"]["activation"]]
+    # ModernBERT's default special ids are its 50k-token vocabulary's: export() sets the checkpoint's own
+    ids = dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"))
+    return ids | {"layer_types": layers, "local_attention": window or 128, "classifier_activation": head_act[0],
+            "rope_parameters": {kind: {"rope_type": "default", "rope_theta": theta.get(kind, default[kind])}
+                                for kind in default}}
 
 
 def _image(net: dict[str, Any]) -> Tensor:
@@ -264,6 +287,16 @@ _FAMILIES = [
            # long enough for block-sparse attention (Hugging Face falls back to full attention below)
            lambda net: _tokens(net, length=(6 + 2 * net["mask"]["n_random"]) * net["mask"]["block_size"]), _logits,
            extra=lambda net: {"attention_type": "block_sparse"}),
+    Family("ModernBertForMaskedLM", "ModernBertConfig", "zoo.convert.modernbert.pretrained",
+           {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+            "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff", "norm_eps": "block.norm_eps",
+            "norm_bias": "block.norm_bias", "attention_bias": "block.bias_q", "mlp_bias": "block.bias_ffn",
+            "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings", "classifier_bias": "head.bias",
+            "attention_dropout": "block.attn_dropout", "mlp_dropout": "block.ffn_dropout",
+            "embedding_dropout": "embedder.dropout"},
+           bert.ACTIVATIONS, "hidden_activation", _config_only(modernbert.modernbert_shape),
+           lambda sd, net: modernbert.modernbert_state_dict(sd, net["n_layers"]),
+           lambda net: _tokens(net, length=64), _logits, extra=_modernbert_layers),
     Family("GPTNeoForCausalLM", "GPTNeoConfig", None,
            {"num_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
             "num_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_epsilon": "block.norm_eps",

@@ -89,3 +89,4 @@ def test_train_on_moving_shapes_a_few_steps(tmp_path, model):
     restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("video_classification",))
     assert restored.hparams.test_views == ["shuffled_frames"] and restored.hparams.class_names[0] == "circle-left"
     assert (tmp_path / "out" / "confusion.png").stat().st_size > 0
+    assert (tmp_path / "out" / "clips.png").stat().st_size > 0  # the first test clips, predicted and true class

@@ -14,7 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from zoo.data.batches import ImageLabels, VideoClips
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
-from zoo.viz.plots import plot_confusion
+from zoo.viz.plots import plot_clips, plot_confusion
 
 # Test views: the test inputs transformed, each scored as ``test/acc_<name>`` (what the model
 # does without what the view takes away). Chosen by name, so a checkpoint names no code.
@@ -112,6 +112,28 @@ class Classification(Objective):
 
 
 class VideoClassification(Classification):
-    """:class:`Classification` of video clips (ViViT, VideoMAE): batches are :class:`VideoClips`."""
+    """:class:`Classification` of video clips (ViViT, VideoMAE): batches are :class:`VideoClips`.
+
+    The test pass also leaves ``clips.png``: the first :attr:`shown` test clips as strips of
+    frames, each titled with its predicted and true class."""
 
     accepts = (VideoClips,)
+    shown = 4
+
+    def test_step(self, batch: VideoClips, batch_idx: int) -> None:
+        super().test_step(batch, batch_idx)
+        if batch_idx == 0:
+            clips, labels = batch.clips[: self.shown], batch.labels[: self.shown]
+            self._shown = (clips.cpu(), self.forward_net(clips).argmax(-1).cpu(), labels.cpu())
+
+    def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
+        shown, self._shown = getattr(self, "_shown", None), None
+        if shown is None or not self.trainer.is_global_zero:
+            return
+        clips, predicted, labels = shown
+        names = self.hparams.class_names or [str(i) for i in range(self.num_classes)]
+        mean, std = self.hparams.pixel_mean or [0.0] * 3, self.hparams.pixel_std or [1.0] * 3
+        pixels = clips * torch.tensor(std).view(1, 1, -1, 1, 1) + torch.tensor(mean).view(1, 1, -1, 1, 1)
+        titles = [f"predicted {names[p]}, true {names[y]}" for p, y in zip(predicted.tolist(), labels.tolist())]
+        plot_clips(pixels, titles, Path(self.trainer.default_root_dir) / "clips.png")

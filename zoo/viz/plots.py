@@ -1,5 +1,5 @@
 """Pictures a run leaves behind: loss and metric curves from its CSV log, a classifier's
-confusion matrix."""
+confusion matrix, video clips as strips of frames with their predicted and true classes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 
@@ -79,4 +80,21 @@ def plot_confusion(matrix: Tensor, class_names: list[str], out_path: Path) -> Pa
     ax.set_ylabel("true")
     accuracy = counts.diag().sum().item() / max(1, counts.sum().item())
     ax.set_title(f"test accuracy {accuracy:.1%} ({counts.sum().item()} examples)", fontsize=9)
+    return save_figure(fig, out_path)
+
+
+def plot_clips(clips: Tensor, titles: list[str], out_path: Path) -> Path:
+    """Clips (N, T, 3, H, W) with pixels in [0, 1], each drawn as one strip of its T frames side
+    by side (a white gap between them) and titled ``titles[i]`` (e.g. "predicted circle-left,
+    true circle-left")."""
+    n, t, _, h, w = clips.shape
+    gap = max(1, w // 16)
+    strips = torch.ones(n, 3, h, t * (w + gap) - gap)
+    for j in range(t):
+        strips[..., j * (w + gap): j * (w + gap) + w] = clips[:, j].clamp(0, 1)
+    fig, axes = plt.subplots(n, 1, figsize=(0.8 * t, 1.0 * n + 0.3), squeeze=False)
+    for ax, strip, title in zip(axes[:, 0], strips, titles):
+        ax.imshow(strip.permute(1, 2, 0).numpy())
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=8, loc="left")
     return save_figure(fig, out_path)

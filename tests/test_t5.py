@@ -37,7 +37,8 @@ def batch():
     return source.masked_fill(~padding, 0), padding, torch.randint(2, VOCAB, (3, 23), generator=g)
 
 
-@pytest.mark.parametrize("ff,tied", [("relu", True), ("gated-gelu", False)], ids=["v1.0", "v1.1"])
+@pytest.mark.parametrize("ff,tied", [("relu", True), ("gated-gelu", False), ("gelu", True), ("gated-silu", False)],
+                         ids=["v1.0", "v1.1", "exact-gelu", "gated-silu"])  # "gelu" is erf GELU, "gated-gelu" tanh
 def test_logits_match_transformers(ff, tied):
     hf = tiny_t5(ff, tied)
     net = from_transformers(hf)

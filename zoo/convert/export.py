@@ -83,11 +83,13 @@ def _parsed(overrides: list[str]) -> dict[str, Any]:
 
 
 def _t5_feed_forward(net: dict[str, Any]) -> str:
-    """T5's ``feed_forward_proj`` of the zoo net (``gated-gelu`` means the tanh GELU in T5Config)."""
+    """T5's ``feed_forward_proj`` of the zoo net (``gated-gelu`` means the tanh GELU in T5Config,
+    a plain ``gelu`` the exact one, so a gated exact GELU has no name)."""
     act, gated = net["block"]["activation"], net["block"]["gated"]
-    names = {"relu": "relu", "gelu_tanh": "gelu" if gated else "gelu_new"}
+    names = ({"relu": "relu", "gelu_tanh": "gelu", "silu": "silu"} if gated else
+             {"relu": "relu", "gelu_tanh": "gelu_new", "gelu": "gelu", "silu": "silu"})
     if act not in names:
-        raise ValueError(f"block.activation={act!r} has no T5ForConditionalGeneration equivalent "
+        raise ValueError(f"block.activation={act!r} (gated={gated}) has no T5ForConditionalGeneration equivalent "
                          f"(it has {sorted(names)})")
     return ("gated-" if gated else "") + names[act]
 

@@ -32,9 +32,12 @@ def t5_shape(config: dict, tied: bool) -> dict[str, Any]:
 
     The head's input is scaled by d_model^-0.5 in v1.0 (``tie_word_embeddings`` true in its
     config; newer ``transformers`` record it as ``scale_decoder_outputs``), not in v1.1."""
-    gated = config.get("feed_forward_proj", "relu").startswith("gated")
-    act = config.get("feed_forward_proj", "relu").removeprefix("gated-")
-    activation = {"relu": "relu", "gelu": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+    proj = config.get("feed_forward_proj", "relu")
+    gated = proj.startswith("gated-")
+    # T5Config runs "gated-gelu" (and only it) with the tanh GELU; "gelu" is the exact (erf) one
+    act = "gelu_new" if proj == "gated-gelu" else proj.removeprefix("gated-")
+    activation = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "silu": "silu"}
     if act not in activation:
         raise ValueError(f"unsupported T5 feed_forward_proj {config.get('feed_forward_proj')!r}")
     scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))

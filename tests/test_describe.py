@@ -71,3 +71,49 @@ def test_the_model_data_table_composes_inside_a_running_command():
         inside = model_data_table()
     assert "| yolos | coco, shapes_detection |" in inside
     assert all(re.search(rf"[| ]{model}[,| ]", inside) for model in model_names())  # every preset has its row
+
+
+# The windowed and sparse families at tiny sizes: the attention maps' inspection path must show
+# each layer's own mask (nothing where it hides) and give the fast path's outputs.
+TINY = ["model.net.context=32", "model.net.block.d_model=32", "model.net.block.n_heads=4"]
+MASKED_FAMILIES = {
+    "mistral": ([*TINY, "model.net.n_layers=2", "model.net.block.n_kv_heads=2", "model.net.mask.window=8"], "tokens"),
+    "gpt_neo": ([*TINY, "model.net.n_layers=2", "model.net.mask.masks.1.window=8"], "tokens"),
+    "modernbert": ([*TINY, "model.net.n_layers=3", "model.net.mask.masks.1.window=8"], "tokens"),
+    "gpt_sparse": ([*TINY, "model.net.n_layers=2"], "tokens"),
+    "bigbird": ([*TINY, "model.net.n_layers=2", "model.net.mask.block_size=2", "model.net.mask.n_random=1"], "tokens"),
+    "vitdet": (["model.net.n_layers=3", "model.net.block.d_model=32", "model.net.block.n_heads=4"], "images"),
+}
+
+
+@pytest.mark.parametrize("model", sorted(MASKED_FAMILIES))
+def test_attention_maps_of_windowed_and_sparse_families_show_each_layers_mask(model):
+    overrides, kind = MASKED_FAMILIES[model]
+    dims = {"vocab_size": 50, "num_classes": 3, "image_size": 32, "channels": 3}
+    torch.manual_seed(0)
+    net = build_net(model, overrides, dims).eval()
+    x = torch.randint(0, 50, (1, 32)) if kind == "tokens" else torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        fast = net(x)
+    weights = self_attention_weights(net, x)
+    with torch.no_grad():
+        for m in net.modules():
+            if hasattr(m, "keep_weights"):
+                m.keep_weights = True
+        slow = net(x)
+    assert_matches(slow, fast, what=f"{model}: inspection path")
+    (tower,) = net.towers.values()
+    length = weights[0].shape[-1]
+    assert len(weights) == len(tower.layer_masks)
+    hidden = 0
+    for i, (w, layer_mask) in enumerate(zip(weights, tower.layer_masks)):
+        mask, causal = layer_mask(length, length, x.device)
+        seen = torch.ones(length, length, dtype=torch.bool) if mask is None else (
+            mask if mask.dtype == torch.bool else mask > float("-inf"))
+        if causal:
+            seen = seen & torch.ones(length, length, dtype=torch.bool).tril()
+        seen = seen.reshape(length, length)
+        hidden += int((~seen).sum())
+        assert torch.all(w[0][:, ~seen] == 0), f"{model} layer {i}: attention where its mask hides"
+        assert torch.allclose(w[0].sum(-1), torch.ones(w.shape[1], length), atol=1e-5)
+    assert hidden > 0, f"{model}: no layer's mask hides anything at this length (the test would show nothing)"

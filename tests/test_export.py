@@ -94,7 +94,8 @@ CASES = {
     "yolos": (lambda: _randomise(T.YolosForObjectDetection(T.YolosConfig(
         **VISION, image_size=[16, 16], patch_size=4, num_detection_tokens=3, num_labels=3,
         use_mid_position_embeddings=False)), 0.5),
-        yolos, "yolos", lambda c: shape_overrides(yolos.yolos_shape(c)), {"num_classes": 3, "image_size": 16, "channels": 3}),
+        yolos, "yolos", lambda c: shape_overrides(yolos.yolos_shape(c)),
+        {"num_classes": 3, "image_size": 16, "channels": 3}),
     "vitdet": (lambda: _randomise(T.VitDetModel(T.VitDetConfig(
         hidden_size=16, num_hidden_layers=3, num_attention_heads=2, mlp_ratio=2, image_size=16, pretrain_image_size=16,
         patch_size=2, window_size=4, window_block_indices=[0, 1])), 0.02),

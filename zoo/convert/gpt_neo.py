@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, layer_pattern, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.gpt2 import gpt2_layout
 
 MODEL_TYPES = ("gpt_neo",)  # the config.json model_type values this converter reads

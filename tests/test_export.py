@@ -87,7 +87,7 @@ CASES = {
     "gpt_neo": (lambda: T.GPTNeoForCausalLM(T.GPTNeoConfig(vocab_size=50, hidden_size=16, num_layers=3, num_heads=2,
                                                            max_position_embeddings=64, window_size=5,
                                                            attention_types=[[["global", "local"], 1], [["local"], 1]])),
-                gpt_neo, "gpt_neo", lambda c: gpt_neo.gpt_neo_config_overrides(T.GPTNeoConfig(**c)),
+                gpt_neo, "gpt_neo", lambda c: shape_overrides(gpt_neo.gpt_neo_shape(c)),
                 {"vocab_size": 50}),
     "vivit": (lambda: _randomise(T.VivitForVideoClassification(T.VivitConfig(**VIDEO, tubelet_size=[2, 4, 4])), 0.02),
               vivit, "vivit", lambda c: shape_overrides(vivit.vivit_shape(c)),
@@ -99,7 +99,8 @@ CASES = {
     "yolos": (lambda: _randomise(T.YolosForObjectDetection(T.YolosConfig(
         **VISION, image_size=[16, 16], patch_size=4, num_detection_tokens=3, num_labels=3,
         use_mid_position_embeddings=False)), 0.5),
-        yolos, "yolos", yolos.yolos_overrides, {"num_classes": 3, "image_size": 16, "channels": 3}),
+        yolos, "yolos", lambda c: shape_overrides(yolos.yolos_shape(c)),
+        {"num_classes": 3, "image_size": 16, "channels": 3}),
     "vitdet": (lambda: _randomise(T.VitDetModel(T.VitDetConfig(
         hidden_size=16, num_hidden_layers=3, num_attention_heads=2, mlp_ratio=2, image_size=16, pretrain_image_size=16,
         patch_size=2, window_size=4, window_block_indices=[0, 1])), 0.02),
@@ -248,13 +249,13 @@ def test_zoo_export_writes_a_t5_checkpoint_that_auto_model_loads(tmp_path):
                    hf(input_ids=source, decoder_input_ids=target).logits, what="exported T5 logits")
 
 
-def test_a_family_without_a_converter_is_exported_by_naming_its_class(tmp_path):
+def test_a_gpt_neo_checkpoint_is_exported_by_its_converter(tmp_path):
     from zoo.convert.export import export
 
     dims = {"vocab_size": 50}
     model = saved_checkpoint(tmp_path / "neo.ckpt", "gpt_neo", dims, "model.net.n_layers=2",
                              "model.net.block.d_model=16", "model.net.block.n_heads=2", "model.net.context=40")
-    assert export(tmp_path / "neo.ckpt", tmp_path / "out", hf_class="GPTNeoForCausalLM") == ("GPTNeoForCausalLM", [])
+    assert export(tmp_path / "neo.ckpt", tmp_path / "out") == ("GPTNeoForCausalLM", [])
     hf = T.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert hf.config.attention_layers == ["global", "local"] and hf.config.window_size == 32
     ids = torch.randint(0, 50, (2, 40))

@@ -1,5 +1,6 @@
 """The GPT-Neo preset: exact against Hugging Face with global and local layers alternating and
-a window that cuts, no logit scaling, rolling-cache decoding."""
+a window that cuts, no logit scaling, rolling-cache decoding; read from a ``save_pretrained``
+folder (``model.init_from=DIR``) and exported back by its converter."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from exactness import assert_matches  # noqa: E402
+from test_export import saved_checkpoint  # noqa: E402
+from test_init_from import objective_from  # noqa: E402
 from windowed import greedy_decoding_kept_keys  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
+from zoo.convert.export import export  # noqa: E402
 from zoo.convert.gpt_neo import from_transformers, layer_pattern  # noqa: E402
 from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
 
@@ -75,3 +79,31 @@ def test_gpt_neo_preset_alternates_global_and_local_without_logit_scaling():
     big = compose_config(["model=gpt_neo_125m"]).model.net
     assert (big.n_layers, big.block.d_model, big.mask.masks[1].window) == (12, 768, 256)
 
+
+
+@torch.no_grad()
+def test_gpt_neo_folder_gives_the_hf_logits_and_exports_back_by_its_converter(tmp_path):
+    """A pattern (local, local, global) and a window (8) other than the preset's come from config.json."""
+    hf = tiny_gpt_neo((("local", "local", "global"), 1))
+    hf.save_pretrained(tmp_path / "hf")
+    model = saved_checkpoint(tmp_path / "neo.ckpt", "gpt_neo", {"vocab_size": 97}, f"model.init_from={tmp_path / 'hf'}")
+    net = model.hparams.net
+    assert (net["n_layers"], net["context"], net["block"]["d_model"]) == (3, 48, 64)
+    assert [m.get("window") for m in net["mask"]["masks"]] == [WINDOW, WINDOW, None]
+    tokens = torch.randint(0, 97, (2, 40))  # 5x the window
+    ref = hf(tokens).logits
+    assert_matches(model.net(tokens), ref, what="GPT-Neo logits from model.init_from")
+    assert export(tmp_path / "neo.ckpt", tmp_path / "out") == ("GPTNeoForCausalLM", [])  # no hf_class= needed
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert_matches(back(tokens).logits, ref, what="GPT-Neo logits, HF -> zoo -> HF")
+
+
+def test_gpt_neo_folder_the_zoo_cannot_express_or_another_vocabulary_is_refused_by_name(tmp_path):
+    hf = tiny_gpt_neo()
+    hf.save_pretrained(tmp_path / "neo")
+    with pytest.raises(ValueError, match="tokenizer has 50 tokens but .*vocab_size=97"):
+        objective_from("gpt_neo", tmp_path / "neo", {"vocab_size": 50})
+    hf.config.activation_function = "relu"
+    hf.save_pretrained(tmp_path / "relu")
+    with pytest.raises(ValueError, match="activation_function='relu' is not supported"):
+        objective_from("gpt_neo", tmp_path / "relu", {"vocab_size": 97})

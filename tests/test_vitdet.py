@@ -1,5 +1,6 @@
 """model=vitdet against a tiny random ``VitDetModel`` (windowed layers with a global one every
-third, a window shorter than the grid): the same patch vectors in fp32 and float64; the
+third, a window shorter than the grid): the same patch vectors in fp32 and float64, also read
+from a ``save_pretrained`` folder (``model.init_from=DIR``, under a fresh classifier head); the
 window really cuts; the mask's cells, and its bad input."""
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ import torch
 from transformers import VitDetConfig, VitDetModel
 
 from exactness import assert_matches
+from test_export import saved_checkpoint
+from test_init_from import VIT_DIMS, objective_from
+from zoo.convert.export import export, read_zoo
 from zoo.convert.vitdet import from_transformers, vitdet_shape
-from zoo.nn.masks import GridWindowMask
+from zoo.nn.masks import GridWindowMask, NoMask
 
 CPU = torch.device("cpu")
 
@@ -32,6 +36,31 @@ def test_patch_vectors_match_vitdet(dtype):
         want = hf(images).last_hidden_state.flatten(2).transpose(1, 2)  # (B, D, H, W) -> (B, HW, D)
         got = zoo(images)
     assert_matches(got, want, what="ViTDet patch vectors")
+
+
+def test_vitdet_folder_gives_the_hf_patch_vectors_under_a_fresh_classifier(tmp_path):
+    hf = reference(window_size=2, window_block_indices=[1])  # a pattern and window other than the preset's
+    hf.save_pretrained(tmp_path / "hf")
+    with pytest.warns(UserWarning, match="ViTDet backbone .*classifier head starts from scratch"):
+        model = saved_checkpoint(tmp_path / "vitdet.ckpt", "vitdet", VIT_DIMS, f"model.init_from={tmp_path / 'hf'}")
+    net = model.hparams.net
+    assert model.net.stack.layer_masks == [NoMask(), GridWindowMask(2), NoMask()]
+    assert (net["block"]["d_ff"], net["block"]["norm_eps"]) == (64, 1e-6)  # mlp_ratio 2; VitDetConfig's eps
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        want = hf(images).last_hidden_state.flatten(2).transpose(1, 2)  # (B, D, H, W) -> (B, HW, D)
+        assert_matches(model.net.features(images), want, what="ViTDet patch vectors from model.init_from")
+        logits = model.net(images)
+        assert logits.shape == (2, 10)
+        # VitDetModel is the backbone: no transformers class holds the classifier, so export writes the zoo's format
+        assert export(tmp_path / "vitdet.ckpt", tmp_path / "out") == (None, [])
+        assert torch.equal(read_zoo(tmp_path / "out")(images), logits)
+
+
+def test_vitdet_folder_for_other_images_is_refused_by_name(tmp_path):
+    reference().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="image_size=64 but .*says 32"):
+        objective_from("vitdet", tmp_path, VIT_DIMS | {"image_size": 64})
 
 
 def test_the_window_really_cuts():

@@ -1,12 +1,16 @@
-"""Exactness: a tiny random Hugging Face YOLOS detector -> converted -> the same logits and boxes, and
-DETR's set loss (ours) equal to the model's own loss for the same labels."""
+"""Exactness: a tiny random Hugging Face YOLOS detector -> converted (in memory, or from a
+``save_pretrained`` folder with ``model.init_from=DIR``, and exported back by its converter) -> the
+same logits and boxes, and DETR's set loss (ours) equal to the model's own loss for the same labels."""
 
 import pytest
 import torch
-from transformers import YolosConfig, YolosForObjectDetection
+from transformers import AutoModelForObjectDetection, YolosConfig, YolosForObjectDetection
 
 from exactness import assert_matches
+from test_export import saved_checkpoint
+from test_init_from import objective_from
 from zoo.convert import yolos
+from zoo.convert.export import export
 from zoo.objectives.set_loss import SetLoss
 
 # 16 px images in 4 px patches, as the config's own image_size: no position interpolation happens
@@ -94,3 +98,47 @@ def test_hf_checkpoint_directory_loads(tmp_path):
 def test_mid_position_embeddings_are_refused_by_name():
     with pytest.raises(ValueError, match="use_mid_position_embeddings=True"):
         yolos.from_transformers(_model(use_mid_position_embeddings=True))
+
+
+# what the detection data gives the model (zoo/data/shapes_detection.py's dims), for the folder's 16 px images
+DIMS = {"num_classes": 3, "image_size": 16, "channels": 3, "class_names": ["a", "b", "c"], "max_objects": 6,
+        "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
+
+
+@torch.no_grad()
+def test_yolos_folder_gives_the_hf_logits_and_boxes_and_exports_back_by_its_converter(tmp_path):
+    hf = _model()
+    hf.save_pretrained(tmp_path / "hf")
+    model = saved_checkpoint(tmp_path / "yolos.ckpt", "yolos", DIMS, f"model.init_from={tmp_path / 'hf'}")
+    net = model.hparams.net
+    assert (net["n_layers"], net["embedder"]["patch_size"], net["embedder"]["n_detections"]) == (2, 4, 6)
+    assert net["block"]["norm_eps"] == 1e-12  # from config.json, not the preset's
+    images = torch.randn(2, 3, 16, 16)
+    ref, got = hf(pixel_values=images), model.net(images)
+    assert_matches(got.logits, ref.logits, what="YOLOS logits from model.init_from")
+    assert_matches(got.boxes, ref.pred_boxes, what="YOLOS boxes from model.init_from")
+    assert export(tmp_path / "yolos.ckpt", tmp_path / "out") == ("YolosForObjectDetection", [])  # no hf_class=
+    back = AutoModelForObjectDetection.from_pretrained(tmp_path / "out").eval()(pixel_values=images)
+    assert_matches(back.logits, ref.logits, what="YOLOS logits, HF -> zoo -> HF")
+    assert_matches(back.pred_boxes, ref.pred_boxes, what="YOLOS boxes, HF -> zoo -> HF")
+
+
+def test_yolos_folder_with_other_classes_starts_only_the_class_mlp_fresh(tmp_path):
+    hf = _model()
+    hf.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="classifies 3 labels, the data 5"):
+        model = objective_from("yolos", tmp_path, DIMS | {"num_classes": 5, "class_names": list("abcde")})
+    head = model.net.head
+    assert head.classes.layers[-1].out_features == 6  # 5 classes + no object
+    assert not torch.equal(head.classes.layers[0].weight, hf.class_labels_classifier.layers[0].weight)
+    assert torch.equal(head.boxes.layers[0].weight, hf.bbox_predictor.layers[0].weight)
+    assert torch.equal(model.net.embedder.detections, hf.vit.embeddings.detection_tokens)
+
+
+def test_yolos_folder_for_other_images_or_mid_positions_is_refused_by_name(tmp_path):
+    _model().save_pretrained(tmp_path / "hf")
+    with pytest.raises(ValueError, match="image_size=32 but .*says 16"):
+        objective_from("yolos", tmp_path / "hf", DIMS | {"image_size": 32})
+    _model(use_mid_position_embeddings=True).save_pretrained(tmp_path / "mid")
+    with pytest.raises(ValueError, match="use_mid_position_embeddings=True"):
+        objective_from("yolos", tmp_path / "mid", DIMS)

@@ -88,6 +88,7 @@ ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.bert.pretrained",
     "zoo.convert.big_bird.pretrained",
     "zoo.convert.gpt2.pretrained",
+    "zoo.convert.gpt_neo.pretrained",
     "zoo.convert.mistral.pretrained",
     "zoo.convert.modernbert.pretrained",
     "zoo.convert.llama.pretrained",
@@ -95,8 +96,10 @@ ALLOWED_CONVERTERS: frozenset[str] = frozenset({
     "zoo.convert.t5.pretrained",
     "zoo.convert.videomae.pretrained",
     "zoo.convert.vit.pretrained",
+    "zoo.convert.vitdet.pretrained",
     "zoo.convert.vivit.pretrained",
     "zoo.convert.whisper.pretrained",
+    "zoo.convert.yolos.pretrained",
 })
 
 

@@ -3,9 +3,9 @@
     python -m zoo export ckpt=outputs/train/<run>/checkpoints/last.ckpt out=hf_gpt
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('hf_gpt')"
 
-A family whose checkpoints name no converter (GPT-Neo, YOLOS, ViTDet) names its class:
-``hf_class=GPTNeoForCausalLM``. A net no ``transformers`` class holds (the original Transformer)
-is written in the zoo's own format (``model.safetensors`` + ``zoo_config.json``), and the command
+A checkpoint whose converter names no class (a headless ViTDet; GPT-Neo and YOLOS checkpoints
+written before their converters) names it: ``hf_class=VitDetModel``. A net no ``transformers``
+class holds (the original Transformer, a ViTDet classifier) is written in the zoo's own format (``model.safetensors`` + ``zoo_config.json``), and the command
 says so. What it writes and how it checks it: :mod:`zoo.convert.export`.
 """
 

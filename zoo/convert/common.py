@@ -43,20 +43,21 @@ def build_net(model: str, overrides: list[str], dims: dict) -> nn.Module:
     return hydra.utils.instantiate(cfg.model.net)
 
 
-def _override_value(value: Any) -> str:
-    """``value`` in Hydra's override grammar (lists and dicts included: a per-layer mask pattern)."""
+def hydra_value(value: Any) -> str:
+    """``value`` (a scalar, or lists and dicts of them, e.g. a ``PerLayer`` pattern of masks) in
+    Hydra's override grammar: ``[{_target_:zoo.nn.masks.LocalMask,window:4}]``."""
     if value is None:
         return "null"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{key}:{_override_value(v)}" for key, v in value.items()) + "}"
+        return "{" + ",".join(f"{key}:{hydra_value(item)}" for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(map(_override_value, value)) + "]"
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
     return str(value)
 
 
 def shape_overrides(shape: dict[str, Any], prefix: str = "model.net") -> list[str]:
     """A converter's shape (values keyed by their path under the net) as Hydra overrides."""
-    return [f"{prefix}.{key}={_override_value(value)}" for key, value in shape.items()]
+    return [f"{prefix}.{key}={hydra_value(value)}" for key, value in shape.items()]
 
 
 def _weights_file(file: Path) -> dict[str, Tensor]:

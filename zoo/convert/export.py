@@ -11,10 +11,11 @@ exported model must give the zoo net's outputs on an example input, or nothing i
 zoo net that uses something the Hugging Face class cannot express is refused, with the
 difference. An encoder-decoder's (T5, Whisper) or LLaVA's example is a tuple of inputs.
 
-A checkpoint's ``model.converter`` names its family; GPT-Neo, YOLOS and ViTDet checkpoints name
-none, so their export names the class (``hf_class``). A net no ``transformers`` class holds (the
-original Transformer) is written in the zoo's own format instead: ``model.safetensors`` and its
-net config (:func:`write_zoo`, :func:`read_zoo`).
+A checkpoint's ``model.converter`` names its family. A ViTDet checkpoint's does not name
+``VitDetModel``: that is the backbone, and a zoo ViTDet is a classifier (a headless one is exported
+by naming the class, ``hf_class``). A net no ``transformers`` class holds (the original
+Transformer, a ViTDet classifier) is written in the zoo's own format instead: ``model.safetensors``
+and its net config (:func:`write_zoo`, :func:`read_zoo`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -31,7 +31,6 @@ from torch import Tensor, nn
 
 from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, modernbert, t5, videomae, vit, vitdet,
                          vivit, whisper, yolos)
-from zoo.convert.common import shape_overrides
 from zoo.nn.tower import without_unread
 
 
@@ -72,14 +71,6 @@ def _logits(hf: nn.Module, x: Tensor) -> Tensor:
 def _config_only(shape: Callable[[dict[str, Any]], dict[str, Any]]):
     """A family's import shape that reads only the Hugging Face config."""
     return lambda config, net: shape(config)
-
-
-def _parsed(overrides: list[str]) -> dict[str, Any]:
-    """An import's Hydra overrides (``model.net.<path>=<value>``) as its shape (path -> value)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return {o.key_or_group.removeprefix("model.net."): o.value()
-            for o in OverridesParser.create().parse_overrides(overrides)}
 
 
 def _t5_feed_forward(net: dict[str, Any]) -> str:
@@ -299,14 +290,14 @@ _FAMILIES = [
            bert.ACTIVATIONS, "hidden_activation", _config_only(modernbert.modernbert_shape),
            lambda sd, net: modernbert.modernbert_state_dict(sd, net["n_layers"]),
            lambda net: _tokens(net, length=64), _logits, extra=_modernbert_layers),
-    Family("GPTNeoForCausalLM", "GPTNeoConfig", None,
+    Family("GPTNeoForCausalLM", "GPTNeoConfig", "zoo.convert.gpt_neo.pretrained",
            {"num_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
             "num_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_epsilon": "block.norm_eps",
             "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings",
             "resid_dropout": "block.dropout",
             "attention_dropout": "block.attn_dropout", "embed_dropout": "embedder.dropout"},
            {"gelu_new": "gelu_tanh"}, "activation_function",
-           _config_only(lambda c: _parsed(gpt_neo.gpt_neo_config_overrides(SimpleNamespace(**c)))),
+           _config_only(gpt_neo.gpt_neo_shape),
            lambda sd, net: gpt_neo.gpt_neo_state_dict(sd, net["n_layers"]),
            lambda net: _tokens(net, length=64), _logits, extra=_neo_attention),
     Family("VivitForVideoClassification", "VivitConfig", "zoo.convert.vivit.pretrained",
@@ -321,22 +312,21 @@ _FAMILIES = [
                             if k != "embedder.positions.weight"},
            _video, _logits, extra=lambda net: {"use_mean_pooling": net["head"]["pool"] == "mean"},
            computed=("embedder.positions.weight",)),  # the fixed sinusoid table, recomputed by Hugging Face
-    Family("YolosForObjectDetection", "YolosConfig", None,
+    Family("YolosForObjectDetection", "YolosConfig", "zoo.convert.yolos.pretrained",
            VIT_KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
                        "num_detection_tokens": "embedder.n_detections"},
-           vit.HF_ACTIVATIONS, "hidden_act", _config_only(lambda c: _parsed(yolos.yolos_overrides(c))),
+           vit.HF_ACTIVATIONS, "hidden_act", _config_only(yolos.yolos_shape),
            lambda sd, net: yolos.yolos_state_dict(sd, net["n_layers"]), _image, _yolos_outputs,
            extra=lambda net: {"use_mid_position_embeddings": False, "image_size": [net["embedder"]["image_size"]] * 2},
            ours=lambda net, x: torch.cat(net(x), -1)),  # Detections (logits, boxes)
-    Family("VitDetModel", "VitDetConfig", None,
+    Family("VitDetModel", "VitDetConfig", None,  # the backbone: a zoo ViTDet classifier has no class (module doc)
            {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
             "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
             "image_size": "embedder.image_size", "pretrain_image_size": "embedder.image_size",
             "num_channels": "embedder.channels", "hidden_dropout_prob": "block.dropout"},
            bert.ACTIVATIONS, "hidden_act",
            # the backbone: no head (a zoo ViTDet classifier's head has no place in VitDetModel)
-           _config_only(lambda c: {k: v for k, v in _parsed(shape_overrides(vitdet.vitdet_shape(c))).items()
-                                   if not k.startswith("head.")}),
+           _config_only(lambda c: {k: v for k, v in vitdet.vitdet_shape(c).items() if not k.startswith("head.")}),
            lambda sd, net: vitdet.vitdet_state_dict(sd, net["n_layers"]), _image,
            lambda hf, x: hf(x).last_hidden_state.flatten(2).transpose(1, 2),  # (B, D, H, W) -> the zoo's (B, N, D)
            extra=lambda net: _vitdet_layers(net) | {"use_relative_position_embeddings": False,
@@ -500,8 +490,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True,
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
     ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
     The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
-    for a family without one (GPT-Neo, YOLOS, ViTDet); a net with neither (the original
-    Transformer) is written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
+    (``VitDetModel`` for a headless ViTDet; GPT-Neo and YOLOS checkpoints written before their
+    converters name none); a net with neither (the original Transformer, a ViTDet classifier) is
+    written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
     with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
     checkpoint is refused. Returns (the class written, None for the zoo's format; the names of
     its weights the zoo net has no counterpart for)."""

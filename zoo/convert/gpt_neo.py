@@ -1,4 +1,6 @@
-"""Hugging Face GPT-Neo (``GPTNeoForCausalLM``) -> zoo GPT-Neo (conf/model/gpt_neo.yaml).
+"""Hugging Face GPT-Neo (``GPTNeoForCausalLM``) -> zoo GPT-Neo (conf/model/gpt_neo.yaml), from a
+model in memory (:func:`from_transformers`) or a checkpoint folder (:func:`pretrained`, the
+``model.init_from=DIR`` hook).
 
 GPT-Neo names its embeddings and LayerNorms as GPT-2 does (shared: ``gpt2_layout``); its
 attention and MLP are plain ``nn.Linear`` (no Conv1D transpose, no fused q/k/v). A local
@@ -9,36 +11,61 @@ scaled (``attn_scale=1.0``).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import Any
 
-from zoo.convert.common import build_net, layer_pattern, load_mapped
+import torch
+from torch import Tensor, nn
+
+from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.gpt2 import gpt2_layout
 
-MASKS = {"global": "{_target_:zoo.nn.masks.CausalMask}",
-         "local": "{_target_:zoo.nn.masks.LocalMask,window:%d,causal:true}"}
+MODEL_TYPES = ("gpt_neo",)  # the config.json model_type values this converter reads
+KINDS = ("global", "local")
 
 
-def gpt_neo_config_overrides(hf_config) -> list[str]:
-    """Hydra overrides that give ``model=gpt_neo`` the shape and layer pattern of ``hf_config``."""
-    if hf_config.activation_function != "gelu_new":
-        raise ValueError(f"activation_function={hf_config.activation_function!r} is not supported (gelu_new)")
-    if not hf_config.tie_word_embeddings:
+def attention_layers(config: dict[str, Any]) -> list[str]:
+    """Each layer's attention kind: ``attention_types`` ``[[kinds, repeat], ...]`` expanded as
+    ``GPTNeoConfig`` expands it (``[[["global", "local"], 2]]`` -> global, local, global, local)."""
+    return [kind for kinds, repeat in config["attention_types"] for _ in range(repeat) for kind in kinds]
+
+
+def gpt_neo_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=gpt_neo`` the shape,
+    layer pattern and dropout of a GPT-Neo ``config.json`` (as a dict; every dependent key listed,
+    for a resolved config); what the zoo net does not express is refused, naming it."""
+    if config.get("activation_function", "gelu_new") != "gelu_new":
+        raise ValueError(f"activation_function={config['activation_function']!r} is not supported (gelu_new)")
+    if not config.get("tie_word_embeddings", True):
         raise ValueError("tie_word_embeddings=False is not supported: the zoo's GPT-Neo ties its head")
-    unknown = sorted(set(hf_config.attention_layers) - set(MASKS))
+    kinds = attention_layers(config)
+    unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"attention types {unknown} are not supported (global or local)")
-    masks = [MASKS[kind] % hf_config.window_size if kind == "local" else MASKS[kind]
-             for kind in layer_pattern(hf_config.attention_layers)]
-    return [
-        f"model.net.n_layers={hf_config.num_layers}",
-        f"model.net.context={hf_config.max_position_embeddings}",
-        f"model.net.mask.masks=[{','.join(masks)}]",
-        f"model.net.block.d_model={hf_config.hidden_size}",
-        f"model.net.block.n_heads={hf_config.num_heads}",
-        f"model.net.block.d_ff={hf_config.intermediate_size or 4 * hf_config.hidden_size}",
-        f"model.net.block.norm_eps={hf_config.layer_norm_epsilon}",
-    ]
+    masks = {"global": {"_target_": "zoo.nn.masks.CausalMask"},
+             "local": {"_target_": "zoo.nn.masks.LocalMask", "window": config["window_size"], "causal": True}}
+    d, vocab, context = config["hidden_size"], config["vocab_size"], config["max_position_embeddings"]
+    return {
+        "n_layers": config["num_layers"],
+        "context": context,
+        "tie_embeddings": True,
+        "mask.masks": [masks[kind] for kind in layer_pattern(kinds)],
+        "block.d_model": d,
+        "block.n_heads": config["num_heads"],
+        "block.d_ff": config.get("intermediate_size") or 4 * d,
+        "block.norm_eps": config.get("layer_norm_epsilon", 1e-5),
+        "block.activation": "gelu_tanh",
+        "block.bias_q": False, "block.bias_k": False, "block.bias_v": False,
+        "block.attn_scale": 1.0,
+        "block.dropout": config.get("resid_dropout", 0.0),
+        "block.attn_dropout": config.get("attention_dropout", 0.0),
+        "embedder.vocab_size": vocab,
+        "embedder.d_model": d,
+        "embedder.max_len": context,
+        "embedder.dropout": config.get("embed_dropout", 0.0),
+        "head.d_model": d,
+        "head.vocab_size": vocab,
+    }
 
 
 def gpt_neo_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
@@ -59,9 +86,19 @@ def gpt_neo_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor
 
 
 @torch.no_grad()
-def from_transformers(hf_model) -> torch.nn.Module:
+def from_transformers(hf_model) -> nn.Module:
     """A zoo GPT-Neo (built from conf/model/gpt_neo.yaml) holding ``hf_model``'s weights."""
-    cfg = hf_model.config
-    net = build_net("gpt_neo", gpt_neo_config_overrides(cfg), {"vocab_size": cfg.vocab_size})
-    load_mapped(net, gpt_neo_state_dict(hf_model.state_dict(), cfg.num_layers))
+    shape = gpt_neo_shape(hf_model.config.to_dict())
+    net = build_net("gpt_neo", shape_overrides(shape), {"vocab_size": shape["embedder.vocab_size"]})
+    load_mapped(net, gpt_neo_state_dict(hf_model.state_dict(), shape["n_layers"]))
     return net
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the GPT-Neo folder at ``path``, its layer
+    pattern and window included, the net holding its weights). The data's vocabulary must be the
+    checkpoint's."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = gpt_neo_shape(config)
+    check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
+    return init_net(net_cfg, shape, gpt_neo_state_dict(state, shape["n_layers"]))

@@ -25,11 +25,11 @@ from functools import partial
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS, load_mlm
-from zoo.convert.common import check_vocab, compose_config, init_net, layer_pattern, read_checkpoint_dir
+from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, read_checkpoint_dir,
+                               shape_overrides)
 
 MODEL_TYPES = ("modernbert",)  # the config.json model_type values this converter reads
 KINDS = ("full_attention", "sliding_attention")
@@ -137,21 +137,13 @@ def modernbert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Ten
     return out
 
 
-def _net_config(config: dict[str, Any]) -> dict[str, Any]:
-    """conf/model/modernbert.yaml's net, resolved for the checkpoint's vocabulary."""
-    cfg = compose_config(["model=modernbert"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": config["vocab_size"]}
-    return OmegaConf.to_container(cfg.model.net, resolve=True)
-
-
 @torch.no_grad()
 def from_transformers(hf_model) -> nn.Module:
     """A zoo ModernBERT holding ``hf_model``'s weights (in eval mode)."""
     config = hf_model.config.to_dict()
     shape = modernbert_shape(config)
-    state = modernbert_state_dict(hf_model.state_dict(), shape["n_layers"])
-    _, net = init_net(_net_config(config), shape, state, partial(load_mlm, source=type(hf_model).__name__))
+    net = build_net("modernbert", shape_overrides(shape), {"vocab_size": config["vocab_size"]})
+    load_mlm(net, modernbert_state_dict(hf_model.state_dict(), shape["n_layers"]), type(hf_model).__name__)
     return net.eval()
 
 

@@ -1,4 +1,6 @@
-"""Hugging Face ViTDet (``VitDetModel``, the backbone) -> zoo ``model=vitdet``.
+"""Hugging Face ViTDet (``VitDetModel``, the backbone) -> zoo ``model=vitdet``, from a model in
+memory (:func:`from_transformers`: the backbone alone) or a checkpoint folder (:func:`pretrained`,
+the ``model.init_from=DIR`` hook: the backbone under a fresh classifier head).
 
 ViTDet's windowed layers are :class:`~zoo.nn.masks.GridWindowMask` layers of a
 :class:`~zoo.nn.masks.PerLayer` pattern (``window_block_indices``); its fused ``qkv`` is split
@@ -9,17 +11,23 @@ image size) and a grid the window does not divide (ViTDet zero-pads inside parti
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS
-from zoo.convert.common import build_net, layer_pattern, load_mapped, refuse, shape_overrides
+from zoo.convert.common import build_net, layer_pattern, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.vit import classifier_pretrained
 
-MASKS = {"window": "{_target_:zoo.nn.masks.GridWindowMask,window:%d}", "global": "{_target_:zoo.nn.masks.NoMask}"}
+MODEL_TYPES = ("vitdet",)  # the config.json model_type values this converter reads
+HEAD_PREFIX = "head."
 
 
-def vitdet_shape(config: dict) -> dict:
-    """The values under ``model.net`` that give ``model=vitdet`` the shape of a ``VitDetConfig``."""
+def vitdet_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values under ``model.net`` that give ``model=vitdet`` the shape of a ``VitDetConfig``
+    (every dependent key listed, for a resolved config)."""
     refuse(config, "VitDetConfig", use_relative_position_embeddings=False, residual_block_indices=[],
            use_absolute_position_embeddings=True, pretrain_image_size=config["image_size"])
     if config["hidden_act"] not in ACTIVATIONS:
@@ -29,11 +37,13 @@ def vitdet_shape(config: dict) -> dict:
     if windowed and side % window:
         raise ValueError(f"VitDetConfig window_size={window} does not divide the {side}x{side} patch grid: ViTDet "
                          f"zero-pads partial windows, which the zoo's GridWindowMask does not")
+    masks = {"window": {"_target_": "zoo.nn.masks.GridWindowMask", "window": window},
+             "global": {"_target_": "zoo.nn.masks.NoMask"}}
     kinds = ["window" if i in windowed else "global" for i in range(config["num_hidden_layers"])]
-    masks = [MASKS[kind] % window if kind == "window" else MASKS[kind] for kind in layer_pattern(kinds)]
     d, qkv_bias, eps = config["hidden_size"], config["qkv_bias"], config["layer_norm_eps"]
     return {
-        "n_layers": config["num_hidden_layers"], "mask.masks": f"[{','.join(masks)}]",
+        "n_layers": config["num_hidden_layers"], "mask.masks": [masks[kind] for kind in layer_pattern(kinds)],
+        "embedder.image_size": config["image_size"], "embedder.channels": config["num_channels"],
         "embedder.patch_size": config["patch_size"], "embedder.d_model": d, "head.d_model": d,
         "block.d_model": d, "block.n_heads": config["num_attention_heads"], "block.d_ff": int(d * config["mlp_ratio"]),
         "block.norm_eps": eps, "block.activation": ACTIVATIONS[config["hidden_act"]],
@@ -63,9 +73,26 @@ def vitdet_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]
 def from_transformers(hf_model) -> nn.Module:
     """A zoo ViTDet holding ``hf_model``'s weights, its head the identity: (B, N, D) patch vectors,
     row-major (``VitDetModel`` returns them as (B, D, H, W))."""
-    config = hf_model.config.to_dict()
-    shape = vitdet_shape(config)
-    dims = {"num_classes": 1, "image_size": config["image_size"], "channels": config["num_channels"]}
+    shape = vitdet_shape(hf_model.config.to_dict())
+    dims = {"num_classes": 1, "image_size": shape["embedder.image_size"], "channels": shape["embedder.channels"]}
     net = build_net("vitdet", [*shape_overrides(shape), "model.net.head={_target_:torch.nn.Identity}"], dims)
-    load_mapped(net, vitdet_state_dict(hf_model.state_dict(), config["num_hidden_layers"]))
+    load_mapped(net, vitdet_state_dict(hf_model.state_dict(), shape["n_layers"]))
     return net.eval()
+
+
+def _load_backbone(net: nn.Module, state: dict[str, Tensor]) -> None:
+    """load_mapped of a backbone's weights, the net's classifier head kept as built (fresh)."""
+    load_mapped(net, {k: v for k, v in net.state_dict().items() if k.startswith(HEAD_PREFIX)} | state)
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the ``VitDetModel`` folder at ``path``, the
+    net holding its weights). The data's images must have the checkpoint's size and channels; the
+    backbone has no classifier, so the head (pooled norm and linear layer) starts from scratch."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = vitdet_shape(config)
+    data_classes = {"head.num_classes": net_cfg["head"]["num_classes"]}  # the backbone imposes no label set
+    built = classifier_pretrained(net_cfg, path, shape | data_classes, vitdet_state_dict(state, shape["n_layers"]),
+                                  ("embedder.image_size", "embedder.channels"), _load_backbone)
+    warnings.warn(f"{path} is a ViTDet backbone (no classifier): the classifier head starts from scratch")
+    return built

@@ -1,5 +1,6 @@
 """Hugging Face ``YolosForObjectDetection`` -> the zoo YOLOS (conf/model/yolos.yaml): one short,
-shape-checked renaming, from a model in memory or a checkpoint directory.
+shape-checked renaming, from a model in memory, a checkpoint directory, or (:func:`pretrained`,
+the ``model.init_from=DIR`` hook) a folder reshaping a training run's net.
 
 Only ``use_mid_position_embeddings=False`` converts: the mid-position variant adds a second
 position table after every layer but the last, which is a step between Blocks that the zoo's
@@ -15,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir
-from zoo.convert.vit import HF_ACTIVATIONS, _shape_overrides, hf_block_weights
+from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.vit import classifier_pretrained, hf_block_weights, vit_shape
 from zoo.convert.vivit import _square
 
 MODEL_TYPES = ("yolos",)  # the config.json model_type values this converter reads
@@ -46,36 +47,28 @@ def yolos_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return out
 
 
-def yolos_overrides(config: dict[str, Any]) -> list[str]:
-    """Hydra overrides that give ``model=yolos`` the shape of a Hugging Face ``YolosConfig`` (as a
-    dict); what the zoo cannot hold is refused, naming the setting."""
+def yolos_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=yolos`` the shape (and
+    dropout) of a Hugging Face ``YolosConfig`` (as a dict): the ViT's (:func:`~zoo.convert.vit.vit_shape`)
+    with square sides and the detection tokens; what the zoo cannot hold is refused, naming the setting."""
     if config.get("use_mid_position_embeddings", True):
         raise ValueError("use_mid_position_embeddings=True (YolosConfig's default): positions added again "
                          "after each layer are not supported by the zoo's YOLOS; convert a model built with "
                          "use_mid_position_embeddings=False")
-    act = config.get("hidden_act", "gelu")
-    if act not in HF_ACTIVATIONS:
-        raise ValueError(f"hidden_act={act!r} has no zoo activation (known: {sorted(HF_ACTIVATIONS)})")
-    patch = _square(config["patch_size"], "patch_size")
-    shape = _shape_overrides(config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-                             config["intermediate_size"], patch, config["layer_norm_eps"], config["qkv_bias"])
-    return shape + [f"model.net.block.activation={HF_ACTIVATIONS[act]}",
-                    f"model.net.embedder.n_detections={config['num_detection_tokens']}"]
-
-
-def yolos_net(config: dict[str, Any]) -> nn.Module:
-    """``model=yolos`` shaped like a Hugging Face ``YolosConfig`` (as a dict) (:func:`yolos_overrides`)."""
-    overrides = yolos_overrides(config)
-    dims = {"num_classes": len(config["id2label"]), "image_size": _square(config["image_size"], "image_size"),
-            "channels": config["num_channels"]}
-    return build_net("yolos", overrides, dims)
+    n = config["num_detection_tokens"]
+    return vit_shape(config) | {"embedder.image_size": _square(config["image_size"], "image_size"),
+                                "embedder.patch_size": _square(config["patch_size"], "patch_size"),
+                                "embedder.n_detections": n, "head.n_detections": n}
 
 
 @torch.no_grad()
 def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor]) -> nn.Module:
     """A zoo YOLOS from a ``YolosConfig`` (as a dict) and its model's state dict."""
-    net = yolos_net(config)
-    load_mapped(net, yolos_state_dict(state, config["num_hidden_layers"]))
+    shape = yolos_shape(config)
+    dims = {"num_classes": shape["head.num_classes"], "image_size": shape["embedder.image_size"],
+            "channels": shape["embedder.channels"]}
+    net = build_net("yolos", shape_overrides(shape), dims)
+    load_mapped(net, yolos_state_dict(state, shape["n_layers"]))
     return net.eval()
 
 
@@ -87,3 +80,24 @@ def from_transformers(hf_model) -> nn.Module:
 def load_checkpoint_dir(path: str | Path) -> nn.Module:
     """The zoo YOLOS of a Hugging Face YOLOS checkpoint directory (``config.json`` + weights)."""
     return from_config_and_state(*read_checkpoint_dir(path, MODEL_TYPES))
+
+
+def _load_detector(net: nn.Module, state: dict[str, Tensor]) -> None:
+    """load_mapped; where the data has another number of classes than the checkpoint (which
+    :func:`~zoo.convert.vit.classifier_pretrained` warns of), the class MLP keeps the net's fresh
+    weights: it starts from scratch, the box MLP and the rest are the checkpoint's."""
+    fresh = net.state_dict()
+    classes = {k: v for k, v in fresh.items() if k.startswith("head.classes.")}
+    if any(k in state and state[k].shape != v.shape for k, v in classes.items()):
+        state = state | classes
+    load_mapped(net, state)
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: (``net_cfg`` reshaped to the ``YolosForObjectDetection`` folder at
+    ``path``, the net holding its weights). The data's images must have the checkpoint's size and
+    channels; with another label set the class MLP starts from scratch (fine-tuning on new classes)."""
+    config, state = read_checkpoint_dir(path, MODEL_TYPES)
+    shape = yolos_shape(config)
+    return classifier_pretrained(net_cfg, path, shape, yolos_state_dict(state, shape["n_layers"]),
+                                 ("embedder.image_size", "embedder.channels"), _load_detector)

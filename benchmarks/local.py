@@ -15,8 +15,8 @@ Face config by the converters (llama_shape + window_of, modernbert_shape), as
 tests/test_mistral.py and tests/test_modernbert.py do: the same networks. Mistral's loss is
 cross-entropy over every position on both sides. ModernBERT's is the masked LM on the same
 corrupted batch: the zoo's MaskedLM sends only the selected ~15% through its head (``keep``)
-and ModernBertForMaskedLM does the same with ``sparse_prediction=True`` (how ModernBERT
-trained); ``--full-head`` scores every position on both sides.
+and ModernBertForMaskedLM does the same (``sparse_prediction=True``); ``--full-head`` scores
+every position on both sides.
 """
 
 from __future__ import annotations

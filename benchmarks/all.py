@@ -2,7 +2,7 @@
 zoo's training step time and its ratios to every peer library's, in time and peak memory.
 
     python benchmarks/all.py                      # every family at its default shape, fp32, CPU
-    python benchmarks/all.py --steps 3 --only gpt t5
+    python benchmarks/all.py --steps 3 --only gpt t5 mistral mistral-blocks
     python benchmarks/all.py --device cuda --dtype bf16
 
 Run it in the benchmark environment (``make bench`` builds .venv-bench and runs this). Ratios
@@ -23,9 +23,20 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FAMILIES = ("gpt", "bert", "t5", "vit", "whisper", "transformer", "llava")
+# Each row of the table: the script (benchmarks/<script>.py) and its options. compare() measures one
+# zoo net per run, so a script that covers several families (or zoo backends) takes options for one.
+FAMILIES = {
+    "gpt": ["gpt"], "bert": ["bert"], "t5": ["t5"], "vit": ["vit"], "whisper": ["whisper"],
+    "transformer": ["transformer"], "llava": ["llava"],
+    "vivit": ["video", "--family", "vivit"], "videomae": ["video", "--family", "videomae"],
+    "yolos": ["yolos"],
+    "mistral": ["local", "--family", "mistral"],
+    "mistral-blocks": ["local", "--family", "mistral", "--backend", "blocks"],
+    "modernbert": ["local", "--family", "modernbert"],
+    "modernbert-blocks": ["local", "--family", "modernbert", "--backend", "blocks"],
+}
 TRAIN_ONLY = {"t5", "whisper"}  # they also time decoding; the table is about the training step
-PACKAGES = ("torch", "transformers", "timm", "litgpt", "x-transformers", "openai-whisper")
+PACKAGES = ("torch", "transformers", "timm", "litgpt", "x-transformers", "openai-whisper", "scipy")
 
 
 def package_versions() -> str:
@@ -53,8 +64,9 @@ def machine(device: str) -> str:
 
 
 def run_family(family: str, a: argparse.Namespace) -> dict:
-    """Run ``benchmarks/<family>.py`` (its output streams through) and return its numbers."""
-    command = [sys.executable, str(HERE / f"{family}.py"), "--steps", str(a.steps), "--warmup", str(a.warmup),
+    """Run ``family``'s script (its output streams through) and return its numbers."""
+    script, *options = FAMILIES[family]
+    command = [sys.executable, str(HERE / f"{script}.py"), *options, "--steps", str(a.steps), "--warmup", str(a.warmup),
                "--device", a.device, "--dtype", a.dtype, *(["--no-decode"] if family in TRAIN_ONLY else [])]
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"

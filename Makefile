@@ -44,7 +44,7 @@ clean-venv:
 BENCH_VENV ?= .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_LOCK := benchmarks/requirements.lock
-BENCH_PEERS := transformers timm x-transformers openai-whisper
+BENCH_PEERS := transformers timm x-transformers openai-whisper scipy  # scipy: the set losses' matching (yolos)
 # litgpt without its dependencies; of those, `import litgpt` needs only psutil (at litgpt's pin) beyond the zoo's
 BENCH_NODEPS := litgpt==0.5.13
 BENCH_NODEPS_NEEDS := psutil==7.2.2

@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import Tensor, nn
 
-from zoo.convert.common import compose_config
+from zoo.convert.common import compose_config, read_config
 from zoo.convert.hub import resolve
 from zoo.convert.vit import from_timm, is_timm_dir, timm_from_dir, vit_shape
 from zoo.data.images import load_image, to_tensor
@@ -95,14 +95,8 @@ def from_checkpoint(path: str, device: str) -> Source:
 def net_from_folder(folder: Path) -> tuple[nn.Module, dict[str, Any]]:
     """(the zoo net of a Hugging Face folder, its config.json), built by the converter that
     ``model=<family> model.init_from=DIR`` uses, the family read from ``model_type``."""
-    file = folder / "config.json"
-    if not file.is_file():
-        raise FileNotFoundError(f"{file} is missing: {folder} is not a Hugging Face checkpoint directory")
-    config = json.loads(file.read_text())
-    kind = config.get("model_type")
-    if kind not in FOLDER_MODELS:
-        raise ValueError(f"{file} describes model_type={kind!r} (architectures {config.get('architectures')}): "
-                         f"zoo embed reads {sorted(FOLDER_MODELS)} folders")
+    config = read_config(folder, FOLDER_MODELS, "zoo embed")
+    kind = config["model_type"]
     if kind in IMAGE_MODELS:
         shape = vit_shape(config)
         dims = {"num_classes": shape["head.num_classes"], "image_size": shape["embedder.image_size"],

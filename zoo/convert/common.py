@@ -88,9 +88,9 @@ def read_weights(path: Path) -> dict[str, Tensor]:
                             f"pytorch_model.bin, pytorch_model.bin.index.json")
 
 
-def read_checkpoint_dir(path: str | Path, model_types: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    """(config.json as a dict, the state dict) of a Hugging Face checkpoint folder whose
-    ``model_type`` is one of ``model_types`` (those the calling converter reads)."""
+def read_config(path: str | Path, model_types, reader: str = "this converter") -> dict[str, Any]:
+    """``config.json`` of the Hugging Face checkpoint folder ``path``, whose ``model_type`` must be
+    one of ``model_types`` (those ``reader`` reads, named in the error)."""
     path = Path(path)
     config_file = path / "config.json"
     if not config_file.is_file():
@@ -99,8 +99,14 @@ def read_checkpoint_dir(path: str | Path, model_types: tuple[str, ...]) -> tuple
     kind = config.get("model_type")
     if kind not in model_types:
         raise ValueError(f"{config_file} describes model_type={kind!r} (architectures {config.get('architectures')}): "
-                         f"this converter reads {list(model_types)}")
-    return config, read_weights(path)
+                         f"{reader} reads {sorted(model_types)}")
+    return config
+
+
+def read_checkpoint_dir(path: str | Path, model_types: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """(config.json as a dict, the state dict) of a Hugging Face checkpoint folder whose
+    ``model_type`` is one of ``model_types`` (those the calling converter reads)."""
+    return read_config(path, model_types), read_weights(Path(path))
 
 
 def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:

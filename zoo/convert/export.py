@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, modernbert, t5, videomae, vit, vitdet,
                          vivit, whisper, yolos)
+from zoo.nn.masks import tile
 from zoo.nn.tower import without_unread
 
 

@@ -131,8 +131,6 @@ def _vitdet_layers(net: dict[str, Any]) -> dict[str, Any]:
 def _modernbert_layers(net: dict[str, Any]) -> dict[str, Any]:
     """ModernBERT's ``layer_types``, ``local_attention`` and per-kind ``rope_parameters`` of the zoo
     net's per-layer masks and rotary bases (one base per kind of layer), and its head's activation."""
-    from zoo.nn.masks import tile
-
     kinds = {"zoo.nn.masks.NoMask": "full_attention", "zoo.nn.masks.LocalMask": "sliding_attention"}
     layers, window = _layer_masks(net, kinds, "zoo.nn.masks.LocalMask", "ModernBertForMaskedLM")
     base = net["rotary_base"]

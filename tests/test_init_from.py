@@ -28,7 +28,6 @@ from zoo.convert.common import CONF_DIR, compose_config
 from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS
 from zoo.data.shapes_vqa import vocabulary as shapes_vocabulary
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.data.wikitext import SPECIAL_TOKENS as WIKITEXT_SPECIALS
 from zoo.registry import ALLOWED_CONVERTERS
 from zoo.train.run import build, objective, train
 
@@ -245,13 +244,13 @@ def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, wr
                                                                                   words.index("king") + 1]
 
 
-def lm_on_wikitext(write):
-    """A writer of a causal LM folder for data=wikitext: the weights' vocabulary is a word-level
-    tokenizer's over the generated articles (with the special tokens WikiText reads)."""
+def lm_on_wikitext(write, end_of_text: str):
+    """A writer of a causal LM folder for data=wikitext with a tokenizer of its own kind: word-level
+    over the generated articles, none of BERT's special tokens, ``end_of_text`` (GPT-2's
+    ``<|endoftext|>``, Llama's ``</s>``) ending each article; the weights' vocabulary is its size."""
     def folder(path) -> tuple[torch.Tensor, list[str]]:
         write_wikitext(path.parent / "data")
-        words = [*WIKITEXT_SPECIALS, *sorted({w.lower() for w in WIKITEXT_WORDS} - {"<unk>"})]
-        tokenizer = word_level_tokenizer(words)
+        tokenizer = word_level_tokenizer([*sorted({w.lower() for w in WIKITEXT_WORDS} - {"<unk>"}), end_of_text])
         hf = write(path, vocab=tokenizer.get_vocab_size())
         tokenizer.save(str(path / "tokenizer.json"))
         return hf.get_input_embeddings().weight, ["data=wikitext", "data.seq_len=16", "data.batch_size=2"]
@@ -303,20 +302,25 @@ def llava_on_shapes_vqa(path) -> tuple[torch.Tensor, list[str]]:
                                               "data.test_size=2"]
 
 
-@pytest.mark.parametrize("model, write", [
-    ("gpt", lm_on_wikitext(tiny_gpt2)), ("llama", lm_on_wikitext(tiny_llama)), ("t5", t5_on_multi30k),
-    ("whisper", whisper_on_fsdd), ("llava", llava_on_shapes_vqa),
-], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "whisper-fsdd", "llava-shapes_vqa"])
-def test_train_two_steps_from_a_folder_on_its_data(tmp_path, model, write):
-    """Issue 17's command-line pairs: ``model=M data=D model.init_from=DIR`` builds the net from the
-    folder (its token embeddings are the folder's) and trains."""
-    embeddings, overrides = write(tmp_path / "hf")
-    cfg = compose_config([
+def two_steps_from_the_folder(tmp_path, model: str, *overrides: str):
+    """The config of ``model=<model> model.init_from=<tmp_path>/hf``: two CPU steps, data under ``tmp_path``."""
+    return compose_config([
         f"model={model}", *overrides, "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
         "trainer.limit_val_batches=1", "+trainer.limit_test_batches=1", "callbacks.progress_bar.refresh_rate=0",
         f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.output_dir={tmp_path / 'out'}", f"model.init_from={tmp_path / 'hf'}",
     ])
+
+
+@pytest.mark.parametrize("model, write", [
+    ("gpt", lm_on_wikitext(tiny_gpt2, "<|endoftext|>")), ("llama", lm_on_wikitext(tiny_llama, "</s>")),
+    ("t5", t5_on_multi30k), ("whisper", whisper_on_fsdd), ("llava", llava_on_shapes_vqa),
+], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "whisper-fsdd", "llava-shapes_vqa"])
+def test_train_two_steps_from_a_folder_on_its_data(tmp_path, model, write):
+    """Issue 17's command-line pairs: ``model=M data=D model.init_from=DIR`` builds the net from the
+    folder (its token embeddings are the folder's) and trains."""
+    embeddings, overrides = write(tmp_path / "hf")
+    cfg = two_steps_from_the_folder(tmp_path, model, *overrides)
     _, objective_ = build(cfg)
     assert any(torch.equal(p, embeddings) for p in objective_.net.parameters())  # the folder's, not a fresh init
     metrics = train(cfg)
@@ -382,6 +386,12 @@ def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match
     model = "gpt" if (json.loads((tmp_path / "config.json").read_text())["model_type"] == "gpt2") else "llama"
     with pytest.raises(ValueError, match=match):
         objective_from(model, tmp_path, {"vocab_size": 50})
+
+
+def test_lm_tokenizer_without_an_end_of_text_is_refused_on_wikitext_naming_the_ones_read(tmp_path):
+    _, overrides = lm_on_wikitext(tiny_gpt2, "<eot>")(tmp_path / "hf")  # no name WikiText knows as an end of text
+    with pytest.raises(ValueError, match=r"tokenizer of .*hf has none of \['\[SEP\]', '<\|endoftext\|>'"):
+        build(two_steps_from_the_folder(tmp_path, "gpt", *overrides))
 
 
 def test_vit_folder_for_other_image_sizes_is_refused(tmp_path):

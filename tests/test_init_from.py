@@ -4,6 +4,7 @@ zoo net with the same logits, and the folder's tokenizer keeps every token."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 from hydra.errors import InstantiationException
@@ -15,15 +16,20 @@ from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaCo
                           LlavaConfig, LlavaForConditionalGeneration, T5Config, T5ForConditionalGeneration,
                           ViTConfig, ViTForImageClassification, WhisperConfig, WhisperForConditionalGeneration)
 
+from bert_wikitext_files import WORDS as WIKITEXT_WORDS, write_wikitext
 from conftest import run_train
 from exactness import assert_matches
+from test_transformer_multi30k import write_corpus
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
+from test_whisper_data import fsdd, write_fsdd
 from zoo.train.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
+from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS
+from zoo.data.shapes_vqa import vocabulary as shapes_vocabulary
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS
-from zoo.train.run import objective, train
+from zoo.train.run import build, objective, train
 
 SHAKESPEARE = "the king is dead long live the king and all his men shall sing of the king "
 T5_DATA_VOCAB = 48  # model=t5 adds 102 ids (sentinels, eos, start) to the data's vocabulary
@@ -238,6 +244,89 @@ def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, wr
                                                                                   words.index("king") + 1]
 
 
+def lm_on_wikitext(write, end_of_text: str):
+    """A writer of a causal LM folder for data=wikitext with a tokenizer of its own kind: word-level
+    over the generated articles, none of BERT's special tokens, ``end_of_text`` (GPT-2's
+    ``<|endoftext|>``, Llama's ``</s>``) ending each article; the weights' vocabulary is its size."""
+    def folder(path) -> tuple[torch.Tensor, list[str]]:
+        write_wikitext(path.parent / "data")
+        tokenizer = word_level_tokenizer([*sorted({w.lower() for w in WIKITEXT_WORDS} - {"<unk>"}), end_of_text])
+        hf = write(path, vocab=tokenizer.get_vocab_size())
+        tokenizer.save(str(path / "tokenizer.json"))
+        return hf.get_input_embeddings().weight, ["data=wikitext", "data.seq_len=16", "data.batch_size=2"]
+    return folder
+
+
+def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str]]:
+    """A T5 folder for data=multi30k: a word-level tokenizer over the generated corpus (with the
+    pad / start / end tokens Multi30k's targets need), the weights 102 ids more (model=t5's)."""
+    corpus = write_corpus(path.parent / "data", sizes={"train": 40, "val": 8, "test_2016_flickr": 8})
+    words = sorted({w for f in (corpus / "multi30k" / "raw").glob("*.gz") for w in gzip.open(f, "rt").read().split()})
+    tokenizer = word_level_tokenizer([*MULTI30K_SPECIALS[:3], *words])
+    torch.manual_seed(0)
+    hf = T5ForConditionalGeneration(T5Config(
+        vocab_size=tokenizer.get_vocab_size() + 102, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0)).eval()
+    hf.save_pretrained(path)
+    tokenizer.save(str(path / "tokenizer.json"))
+    return hf.get_input_embeddings().weight, ["data=multi30k", "data.batch_size=4", "model.net.context=32"]
+
+
+def whisper_on_fsdd(path) -> tuple[torch.Tensor, list[str]]:
+    """A Whisper folder for data=fsdd, whose vocabulary is the data's own (digit words by character)."""
+    write_fsdd(path.parent / "data", takes=range(8))
+    dims = fsdd(path.parent / "data", val_takes=1).dims
+    torch.manual_seed(0)
+    hf = WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=dims["vocab_size"], num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=1500, max_target_positions=64, pad_token_id=dims["pad_id"], bos_token_id=dims["bos_id"],
+        eos_token_id=dims["eos_id"], decoder_start_token_id=dims["bos_id"])).eval()
+    hf.save_pretrained(path)
+    return hf.get_input_embeddings().weight, ["data=fsdd", "data.batch_size=2", "data.val_takes=1",
+                                              "data.test_passes=1", "model.decoding.max_new_tokens=4"]
+
+
+def llava_on_shapes_vqa(path) -> tuple[torch.Tensor, list[str]]:
+    """A LLaVA folder for data=shapes_vqa (generated), whose vocabulary and <image> id are the data's."""
+    vocabulary = shapes_vocabulary()
+    torch.manual_seed(0)
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                              image_size=32, patch_size=8, hidden_act="quick_gelu")
+    text = LlamaConfig(vocab_size=vocabulary.vocab_size, hidden_size=48, intermediate_size=96,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96)
+    hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text,
+                                                   image_token_index=vocabulary.image_id)).eval()
+    hf.save_pretrained(path)
+    return hf.get_input_embeddings().weight, ["data=shapes_vqa", "data.batch_size=2", "data.val_size=2",
+                                              "data.test_size=2"]
+
+
+def two_steps_from_the_folder(tmp_path, model: str, *overrides: str):
+    """The config of ``model=<model> model.init_from=<tmp_path>/hf``: two CPU steps, data under ``tmp_path``."""
+    return compose_config([
+        f"model={model}", *overrides, "trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2",
+        "trainer.limit_val_batches=1", "+trainer.limit_test_batches=1", "callbacks.progress_bar.refresh_rate=0",
+        f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.output_dir={tmp_path / 'out'}", f"model.init_from={tmp_path / 'hf'}",
+    ])
+
+
+@pytest.mark.parametrize("model, write", [
+    ("gpt", lm_on_wikitext(tiny_gpt2, "<|endoftext|>")), ("llama", lm_on_wikitext(tiny_llama, "</s>")),
+    ("t5", t5_on_multi30k), ("whisper", whisper_on_fsdd), ("llava", llava_on_shapes_vqa),
+], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "whisper-fsdd", "llava-shapes_vqa"])
+def test_train_two_steps_from_a_folder_on_its_data(tmp_path, model, write):
+    """Issue 17's command-line pairs: ``model=M data=D model.init_from=DIR`` builds the net from the
+    folder (its token embeddings are the folder's) and trains."""
+    embeddings, overrides = write(tmp_path / "hf")
+    cfg = two_steps_from_the_folder(tmp_path, model, *overrides)
+    _, objective_ = build(cfg)
+    assert any(torch.equal(p, embeddings) for p in objective_.net.parameters())  # the folder's, not a fresh init
+    metrics = train(cfg)
+    assert metrics["train/loss"] == metrics["train/loss"]  # present and not NaN
+
+
 @pytest.mark.slow
 def test_train_py_fine_tunes_gpt2_from_a_folder(tmp_path):
     """The command line a user types: Hydra takes model.init_from for model=gpt, and the end-of-run
@@ -297,6 +386,12 @@ def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match
     model = "gpt" if (json.loads((tmp_path / "config.json").read_text())["model_type"] == "gpt2") else "llama"
     with pytest.raises(ValueError, match=match):
         objective_from(model, tmp_path, {"vocab_size": 50})
+
+
+def test_lm_tokenizer_without_an_end_of_text_is_refused_on_wikitext_naming_the_ones_read(tmp_path):
+    _, overrides = lm_on_wikitext(tiny_gpt2, "<eot>")(tmp_path / "hf")  # no name WikiText knows as an end of text
+    with pytest.raises(ValueError, match=r"tokenizer of .*hf has none of \['\[SEP\]', '<\|endoftext\|>'"):
+        build(two_steps_from_the_folder(tmp_path, "gpt", *overrides))
 
 
 def test_vit_folder_for_other_image_sizes_is_refused(tmp_path):

@@ -26,7 +26,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
-from zoo.data.tokenizers import HFTokenizer
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 from zoo.data.windows import StreamWindows
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
@@ -34,6 +34,22 @@ ARCHIVES = {"wikitext-2": "wikitext-2-v1", "wikitext-2-raw": "wikitext-2-raw-v1"
             "wikitext-103": "wikitext-103-v1", "wikitext-103-raw": "wikitext-103-raw-v1"}
 SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # BERT's names; ids 0-4 when trained here
+DIMS = {"[PAD]": "pad_id", "[MASK]": "mask_id", "[CLS]": "cls_id", "[SEP]": "sep_id"}  # what dims names them
+# What ends each article in a language model's token stream: BERT's, GPT-2's, Llama 1/2's, Llama 3's.
+END_OF_TEXT = ["[SEP]", "<|endoftext|>", "</s>", "<|end_of_text|>"]
+
+
+def present_ids(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer, names: list[str]) -> dict[str, int]:
+    """The ids of those of ``names`` that ``tokenizer`` has, in the order of ``names``."""
+    ids = {}
+    for name in names:
+        try:
+            ids[name] = tokenizer.token_id(name)
+        except KeyError:
+            continue
+    return ids
+
+
 # An article starts at its title line, " = Title = "; sections are " = = Section = = ".
 TITLE = re.compile(r"^ = [^=].* = $")
 
@@ -100,7 +116,8 @@ class PackedSequences(Dataset):
 class WikiText(ZooDataModule):
     """WikiText as :class:`PaddedTokens` batches (B, seq_len): each article cut into sequences,
     or as :class:`TokenWindows` (B, seq_len): the split's articles concatenated into one
-    stream (``[SEP]`` after each), cut in order into windows (shuffled for training).
+    stream (``[SEP]`` after each, or a causal LM tokenizer's end of text), cut in order into windows
+    (shuffled for training).
 
     The tokenizer is a WordPiece trained on the train split (``vocab_size`` entries), cached
     under ``${cache_dir}/wikitext`` and reused; or, with ``tokenizer_from``, the tokenizer of the
@@ -176,20 +193,32 @@ class WikiText(ZooDataModule):
             return
         articles = {split: self._articles(split) for split in SPLIT_FILES}
         self.tokenizer = tok = self._load_tokenizer(articles["train"])
-        ids = {name: tok.token_id(name) for name in SPECIAL_TOKENS}
-        cls_id, sep_id = (ids["[CLS]"], ids["[SEP]"]) if self.wrap else (None, None)
+        ids = present_ids(tok, SPECIAL_TOKENS)
+        windows = self.batch_type is TokenWindows
+        if windows:  # a causal LM's own tokenizer (GPT-2's, Llama's) has none of BERT's specials but its end of text
+            ends = present_ids(tok, END_OF_TEXT)
+            if not ends:
+                raise ValueError(f"the tokenizer of {self.tokenizer_from} has none of {END_OF_TEXT}: data=wikitext "
+                                 "ends each article of the token stream with the first of them it has")
+            end = next(iter(ends.values()))
+        elif missing := [name for name in SPECIAL_TOKENS if name not in ids]:
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {missing}: data=wikitext's padded "
+                             f"sequences (BERT's format) need {SPECIAL_TOKENS}")
+        cls_id, sep_id = (ids["[CLS]"], ids["[SEP]"]) if self.wrap and not windows else (None, None)
         for split, texts in articles.items():
             # In chunks of articles: WikiText-103's ids as one Python list would take gigabytes.
             encoded = (tok.encode_batch(texts[i : i + 1000]) for i in range(0, len(texts), 1000))
-            if self.batch_type is TokenWindows:
-                stream = torch.cat([torch.tensor([t for a in chunk for t in (*a, ids["[SEP]"])], dtype=torch.int32)
+            if windows:
+                stream = torch.cat([torch.tensor([t for a in chunk for t in (*a, end)], dtype=torch.int32)
                                     for chunk in encoded])
                 self.splits[split] = StreamWindows(stream, self.seq_len)
             else:
                 chunks = [pack(chunk, self.seq_len, ids["[PAD]"], cls_id, sep_id) for chunk in encoded]
                 self.splits[split] = PackedSequences(*(torch.cat(parts) for parts in zip(*chunks)))
-        self.dims = {"vocab_size": tok.vocab_size, "pad_id": ids["[PAD]"], "mask_id": ids["[MASK]"],
-                     "cls_id": ids["[CLS]"], "sep_id": ids["[SEP]"], "special_ids": sorted(ids.values())}
+        self.dims = {"vocab_size": tok.vocab_size, **{DIMS[name]: i for name, i in ids.items() if name in DIMS},
+                     "special_ids": sorted(ids.values())}
+        if windows:
+            self.dims["sep_id"] = end  # what ends each article in the stream
 
     def train_dataloader(self):
         return self.loader(self.splits["train"], shuffle=True, train=True, drop_last=True)

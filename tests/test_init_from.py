@@ -22,12 +22,13 @@ from exactness import assert_matches
 from test_transformer_multi30k import write_corpus
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
-from test_whisper_data import fsdd, write_fsdd
+from test_whisper_data import write_fsdd
 from zoo.train.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
 from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS
-from zoo.data.shapes_vqa import vocabulary as shapes_vocabulary
-from zoo.data.tokenizers import tokenizer_from_state
+from zoo.data.fsdd import FSDD
+from zoo.data.shapes_vqa import ShapesVQA, vocabulary as shapes_vocabulary
+from zoo.data.tokenizers import WordTokenizer, tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS
 from zoo.train.run import build, objective, train
 
@@ -247,17 +248,20 @@ def test_train_lm_two_steps_from_a_folder_with_its_tokenizer(tmp_path, model, wr
 def lm_on_wikitext(write, end_of_text: str):
     """A writer of a causal LM folder for data=wikitext with a tokenizer of its own kind: word-level
     over the generated articles, none of BERT's special tokens, ``end_of_text`` (GPT-2's
-    ``<|endoftext|>``, Llama's ``</s>``) ending each article; the weights' vocabulary is its size."""
-    def folder(path) -> tuple[torch.Tensor, list[str]]:
+    ``<|endoftext|>``, Llama's ``</s>``) ending each article; the weights' vocabulary is its size.
+    A writer returns the folder's token embeddings, the data overrides and the dims the data
+    must take from the folder's tokenizer."""
+    def folder(path) -> tuple[torch.Tensor, list[str], dict]:
         write_wikitext(path.parent / "data")
         tokenizer = word_level_tokenizer([*sorted({w.lower() for w in WIKITEXT_WORDS} - {"<unk>"}), end_of_text])
         hf = write(path, vocab=tokenizer.get_vocab_size())
         tokenizer.save(str(path / "tokenizer.json"))
-        return hf.get_input_embeddings().weight, ["data=wikitext", "data.seq_len=16", "data.batch_size=2"]
+        return (hf.get_input_embeddings().weight, ["data=wikitext", "data.seq_len=16", "data.batch_size=2"],
+                {"vocab_size": tokenizer.get_vocab_size()})
     return folder
 
 
-def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str]]:
+def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str], dict]:
     """A T5 folder for data=multi30k: a word-level tokenizer over the generated corpus (with the
     pad / start / end tokens Multi30k's targets need), the weights 102 ids more (model=t5's)."""
     corpus = write_corpus(path.parent / "data", sizes={"train": 40, "val": 8, "test_2016_flickr": 8})
@@ -269,37 +273,62 @@ def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str]]:
         relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0)).eval()
     hf.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
-    return hf.get_input_embeddings().weight, ["data=multi30k", "data.batch_size=4", "model.net.context=32"]
+    return (hf.get_input_embeddings().weight, ["data=multi30k", "data.batch_size=4", "model.net.context=32"],
+            {"vocab_size": tokenizer.get_vocab_size()})
 
 
-def whisper_on_fsdd(path) -> tuple[torch.Tensor, list[str]]:
-    """A Whisper folder for data=fsdd, whose vocabulary is the data's own (digit words by character)."""
+WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+DIGIT_WORDS = "zero one two three four five six seven eight nine".split()
+
+
+def whisper_on_fsdd(path) -> tuple[torch.Tensor, list[str], dict]:
+    """A Whisper folder for data=fsdd with a tokenizer of Whisper's kind beside it: words, not
+    the data's characters, and Whisper's names for its specials (``<|endoftext|>`` ends and pads,
+    ``<|startoftranscript|>`` starts); the weights' vocabulary is its size."""
     write_fsdd(path.parent / "data", takes=range(8))
-    dims = fsdd(path.parent / "data", val_takes=1).dims
+    tokenizer = word_level_tokenizer([*WHISPER_SPECIALS, "hello", *DIGIT_WORDS])
+    tokenizer.add_special_tokens(WHISPER_SPECIALS)
+    end, start = tokenizer.token_to_id("<|endoftext|>"), tokenizer.token_to_id("<|startoftranscript|>")
     torch.manual_seed(0)
     hf = WhisperForConditionalGeneration(WhisperConfig(
-        vocab_size=dims["vocab_size"], num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2,
+        vocab_size=tokenizer.get_vocab_size(), num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_source_positions=1500, max_target_positions=64, pad_token_id=dims["pad_id"], bos_token_id=dims["bos_id"],
-        eos_token_id=dims["eos_id"], decoder_start_token_id=dims["bos_id"])).eval()
+        max_source_positions=1500, max_target_positions=64, pad_token_id=end, bos_token_id=end,
+        eos_token_id=end, decoder_start_token_id=start)).eval()
     hf.save_pretrained(path)
-    return hf.get_input_embeddings().weight, ["data=fsdd", "data.batch_size=2", "data.val_takes=1",
-                                              "data.test_passes=1", "model.decoding.max_new_tokens=4"]
+    tokenizer.save(str(path / "tokenizer.json"))
+    overrides = ["data=fsdd", "data.batch_size=2", "data.val_takes=1", "data.test_passes=1",
+                 "model.decoding.max_new_tokens=4"]
+    return hf.get_input_embeddings().weight, overrides, {"vocab_size": tokenizer.get_vocab_size(), "bos_id": start,
+                                                          "eos_id": end, "pad_id": end}
 
 
-def llava_on_shapes_vqa(path) -> tuple[torch.Tensor, list[str]]:
-    """A LLaVA folder for data=shapes_vqa (generated), whose vocabulary and <image> id are the data's."""
-    vocabulary = shapes_vocabulary()
+def llava_tokenizer() -> Tokenizer:
+    """A word-level tokenizer of a LLaVA folder's kind for shapes_vqa: Llama's names (``</s>``
+    ends, no pad token), an added ``<image>``, punctuation split off, ids unlike the data's own."""
+    words = sorted(set(shapes_vocabulary().words) - {"<pad>", "<unk>", "<eos>", "<image>"}, reverse=True)
+    tokenizer = word_level_tokenizer(["<s>", "</s>", *words, "<image>"])
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens(["<s>", "</s>", "<image>"])
+    return tokenizer
+
+
+def llava_on_shapes_vqa(path) -> tuple[torch.Tensor, list[str], dict]:
+    """A LLaVA folder for data=shapes_vqa (generated) with its tokenizer beside it (:func:`llava_tokenizer`)."""
+    tokenizer = llava_tokenizer()
+    image = tokenizer.token_to_id("<image>")
     torch.manual_seed(0)
     vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                               image_size=32, patch_size=8, hidden_act="quick_gelu")
-    text = LlamaConfig(vocab_size=vocabulary.vocab_size, hidden_size=48, intermediate_size=96,
+    text = LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=48, intermediate_size=96,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96)
     hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text,
-                                                   image_token_index=vocabulary.image_id)).eval()
+                                                   image_token_index=image)).eval()
     hf.save_pretrained(path)
-    return hf.get_input_embeddings().weight, ["data=shapes_vqa", "data.batch_size=2", "data.val_size=2",
-                                              "data.test_size=2"]
+    tokenizer.save(str(path / "tokenizer.json"))
+    overrides = ["data=shapes_vqa", "data.batch_size=2", "data.val_size=2", "data.test_size=2"]
+    return hf.get_input_embeddings().weight, overrides, {"vocab_size": tokenizer.get_vocab_size(),
+                                                          "image_token_id": image}
 
 
 def two_steps_from_the_folder(tmp_path, model: str, *overrides: str):
@@ -318,13 +347,85 @@ def two_steps_from_the_folder(tmp_path, model: str, *overrides: str):
 ], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "whisper-fsdd", "llava-shapes_vqa"])
 def test_train_two_steps_from_a_folder_on_its_data(tmp_path, model, write):
     """Issue 17's command-line pairs: ``model=M data=D model.init_from=DIR`` builds the net from the
-    folder (its token embeddings are the folder's) and trains."""
-    embeddings, overrides = write(tmp_path / "hf")
+    folder (its token embeddings are the folder's), the data tokenizes with the folder's tokenizer
+    (its vocabulary and special ids, not the data's own), and it trains."""
+    embeddings, overrides, dims = write(tmp_path / "hf")
     cfg = two_steps_from_the_folder(tmp_path, model, *overrides)
-    _, objective_ = build(cfg)
+    datamodule, objective_ = build(cfg)
     assert any(torch.equal(p, embeddings) for p in objective_.net.parameters())  # the folder's, not a fresh init
+    folder_tokenizer = tokenizer_of(tmp_path / "hf").tokenizer
+    assert datamodule.tokenizer.tokenizer.to_str() == folder_tokenizer.to_str()
+    assert {k: datamodule.dims[k] for k in dims} == dims
     metrics = train(cfg)
     assert metrics["train/loss"] == metrics["train/loss"]  # present and not NaN
+    restored = tokenizer_from_state(load(tmp_path / "out" / "checkpoints" / "last.ckpt").hparams.tokenizer)
+    assert restored.tokenizer.to_str() == folder_tokenizer.to_str()  # the checkpoint decodes with it
+
+
+def test_speech_data_reads_transcripts_with_the_folder_tokenizer(tmp_path):
+    """Each batch's targets are the folder tokenizer's word ids, ended by ``<|endoftext|>``;
+    the decoder input starts with ``<|startoftranscript|>`` and the ids decode to the transcripts."""
+    whisper_on_fsdd(tmp_path / "hf")
+    dm = FSDD(str(tmp_path / "data"), str(tmp_path / "cache"), batch_size=4, train_batches=2, val_takes=1,
+              test_passes=1, tokenizer_from=str(tmp_path / "hf"))
+    dm.setup()
+    batch = next(iter(dm.val_dataloader()))
+    tokenizer = tokenizer_of(tmp_path / "hf")
+    start, end = tokenizer.token_id("<|startoftranscript|>"), tokenizer.token_id("<|endoftext|>")
+    assert (batch.target_in[:, 0] == start).all()
+    for row, text in zip(batch.target_out, batch.references):
+        ids = row[row != -100].tolist()
+        assert ids[-1] == end and tokenizer.decode(ids[:-1]) == text
+        assert ids[:-1] == [tokenizer.token_id(w) for w in text.split()]
+
+
+def test_speech_tokenizer_without_a_start_token_is_refused_naming_the_ones_read(tmp_path):
+    write_fsdd(tmp_path / "data", takes=range(8))
+    word_level_tokenizer(["</s>", *DIGIT_WORDS]).save(str(tmp_path / "tokenizer.json"))
+    dm = FSDD(str(tmp_path / "data"), str(tmp_path / "cache"), batch_size=4, train_batches=2, val_takes=1,
+              tokenizer_from=str(tmp_path))
+    with pytest.raises(ValueError, match=r"has no start-of-transcript token: expected one of \['<s>', "
+                                         r"'<\|startoftranscript\|>'\]"):
+        dm.setup()
+
+
+def shapes_vqa(tokenizer_from) -> ShapesVQA:
+    dm = ShapesVQA("unused", "unused", batch_size=4, image_size=32, train_size=4, val_size=4, test_size=4,
+                   tokenizer_from=str(tokenizer_from))
+    dm.setup()
+    return dm
+
+
+def test_image_text_data_reads_prompts_with_the_folder_tokenizer(tmp_path):
+    """The prompt and answer are the folder tokenizer's ids (its ``<image>``, its ``</s>`` ending
+    the answer; padding with ``</s>`` where it has no pad token), and they decode back."""
+    llava_tokenizer().save(str(tmp_path / "tokenizer.json"))
+    dm = shapes_vqa(tmp_path)
+    tokenizer = tokenizer_of(tmp_path)
+    image, end = tokenizer.token_id("<image>"), tokenizer.token_id("</s>")
+    assert dm.dims["image_token_id"] == image and dm.tokenizer.pad_id == end
+    item, example = dm.items("val")[0], dm.examples["val"][0]
+    assert item["tokens"][0] == image
+    assert item["tokens"].tolist() == tokenizer.encode(example.prompt) + tokenizer.encode(example.answers[0])
+    assert item["targets"][-1] == end
+    assert tokenizer.decode(item["targets"][item["targets"] != -100].tolist()) == example.answers[0]
+
+
+def test_image_text_tokenizer_without_an_image_token_is_refused(tmp_path):
+    word_level_tokenizer(["</s>", "what"]).save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(ValueError, match=r"tokenizer of .* has no image token: expected one of \['<image>'\]"):
+        shapes_vqa(tmp_path)
+
+
+def test_image_text_checkpoint_vocabulary_missing_words_is_refused(tmp_path, monkeypatch):
+    """A zoo checkpoint's word vocabulary that lacks the data's words (stage 1 on captions, then
+    shapes): refused, naming the words, rather than reading them all as <unk>."""
+    import zoo.data.image_text as image_text
+
+    captions = WordTokenizer.from_texts(["a photo of a cat"])
+    monkeypatch.setattr(image_text, "tokenizer_of", lambda path: captions)
+    with pytest.raises(ValueError, match=r"lacks \d+ word\(s\) of ShapesVQA's vocabulary \(\[':', '\?', 'answer', "):
+        shapes_vqa(tmp_path)
 
 
 @pytest.mark.slow
@@ -389,8 +490,8 @@ def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match
 
 
 def test_lm_tokenizer_without_an_end_of_text_is_refused_on_wikitext_naming_the_ones_read(tmp_path):
-    _, overrides = lm_on_wikitext(tiny_gpt2, "<eot>")(tmp_path / "hf")  # no name WikiText knows as an end of text
-    with pytest.raises(ValueError, match=r"tokenizer of .*hf has none of \['\[SEP\]', '<\|endoftext\|>'"):
+    _, overrides, _ = lm_on_wikitext(tiny_gpt2, "<eot>")(tmp_path / "hf")  # no name WikiText knows as an end of text
+    with pytest.raises(ValueError, match=r"tokenizer of .*hf has no end-of-text token: expected one of \['\[SEP\]', '<\|endoftext\|>'"):
         build(two_steps_from_the_folder(tmp_path, "gpt", *overrides))
 
 

@@ -37,7 +37,7 @@ class Cifar10Captions(ImageTextData):
         train = splits["train"]
         self.examples = {"train": [ex for i, ex in enumerate(train) if i % 10],
                          "val": train[::10], "test": splits["test"]}
-        self._set_dims()
+        self._set_tokenizer_and_dims()
 
     def prepare_data(self) -> None:
         """The images come from data=cifar10's download (see setup's error)."""

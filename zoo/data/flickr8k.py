@@ -48,8 +48,8 @@ class Flickr8k(ImageTextData):
     metric = "bleu"
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
-                 min_count: int = 2, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, image_size, resize, num_workers)
+                 min_count: int = 2, tokenizer_from: str | None = None, num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, image_size, resize, tokenizer_from, num_workers)
         self.root = self.data_dir / "flickr8k"
         self.min_count = min_count
 
@@ -80,4 +80,4 @@ class Flickr8k(ImageTextData):
             "val": [example(name, caps) for name, caps in by_split["val"]],
             "test": [example(name, caps) for name, caps in by_split["test"]],
         }
-        self._set_dims()
+        self._set_tokenizer_and_dims()

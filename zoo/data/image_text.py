@@ -10,6 +10,7 @@ vision tower's number of image tokens by the objective, which knows the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -20,7 +21,14 @@ from torch.utils.data import Dataset
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import to_tensor
-from zoo.data.tokenizers import WordTokenizer
+from zoo.data.tokenizers import HFTokenizer, WordTokenizer, first_token
+from zoo.train.checkpoint import tokenizer_of
+
+# What a checkpoint's own tokenizer (a Hugging Face LLaVA folder's) calls the tokens the items
+# place, first match wins: the image placeholder, the end of an answer (Llama 2's, GPT-2's,
+# Llama 3's) and padding (never a target: an end of text serves where there is no pad token).
+END = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>")
+ROLES = {"image": ("<image>",), "eos": END, "pad": ("<pad>", "[PAD]", *END)}
 
 
 @dataclass
@@ -36,7 +44,7 @@ class Example:
 class ImageTextItems(Dataset):
     """Examples -> dicts of tensors: images (3, S, S), tokens / targets (L,), prefix_len, example_ids."""
 
-    def __init__(self, examples, tokenizer: WordTokenizer, image_size: int, resize: bool = True):
+    def __init__(self, examples, tokenizer: WordTokenizer | HFTokenizer, image_size: int, resize: bool = True):
         self.examples, self.tokenizer = examples, tokenizer
         self.image_size, self.resize = image_size, resize
 
@@ -72,11 +80,15 @@ class ImageTextData(ZooDataModule):
     """Base data module for (image, prompt, answer) data sets.
 
     Subclasses fill ``self.examples[split]`` (lists of :class:`Example`) and
-    ``self.tokenizer`` in ``setup``. Batches are :class:`ImageText` (see :func:`collate`).
+    ``self.tokenizer`` (the data's own vocabulary) in ``setup``, then call
+    :meth:`_set_tokenizer_and_dims`. Batches are :class:`ImageText` (see :func:`collate`).
 
     Args:
         image_size: side of the square images the vision tower takes.
         resize: resize images of another size (else fail with both sizes).
+        tokenizer_from: fine-tuning: the checkpoint the run starts from (a zoo ``.ckpt`` or a
+            Hugging Face LLaVA folder); its tokenizer replaces the data's vocabulary, so the ids
+            mean what the weights learnt (its tokens for the roles are found by name: :data:`ROLES`).
     """
 
     yields = (ImageText,)
@@ -84,14 +96,33 @@ class ImageTextData(ZooDataModule):
     metric = "exact_match"  # or "bleu" (captions)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
-                 num_workers: int = 0):
+                 tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
-        self.image_size, self.resize = image_size, resize
+        self.image_size, self.resize, self.tokenizer_from = image_size, resize, tokenizer_from
         self.examples: dict[str, list[Example]] = {}
 
-    def _set_dims(self) -> None:
-        """What the model config reads: the vocabulary, the ``<image>`` id, the prompt
-        template (kept in checkpoints for ``zoo.cli.answer``) and how answers are scored."""
+    def _checkpoint_tokenizer(self, own: WordTokenizer) -> HFTokenizer | WordTokenizer:
+        """The tokenizer of ``tokenizer_from``, which must know every word of ``own`` (the
+        data's vocabulary) if it is a word vocabulary: a checkpoint's words are fixed, and
+        the ones it lacks would all read as ``<unk>``."""
+        tokenizer = tokenizer_of(self.tokenizer_from)
+        if isinstance(tokenizer, HFTokenizer):
+            return tokenizer.with_roles(**{role: first_token(tokenizer, names, role, self.tokenizer_from)
+                                           for role, names in ROLES.items()})
+        if not isinstance(tokenizer, WordTokenizer):
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} is a {type(tokenizer).__name__}: image-text "
+                             "data reads a word vocabulary or a Hugging Face tokenizer")
+        if missing := sorted(set(own.words) - set(tokenizer.words)):
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {len(missing)} word(s) of "
+                             f"{type(self).__name__}'s vocabulary ({missing[:10]}): they would all read as <unk>")
+        return tokenizer
+
+    def _set_tokenizer_and_dims(self) -> None:
+        """The checkpoint's tokenizer where there is one (``tokenizer_from``), then what the
+        model config reads: the vocabulary, the ``<image>`` id, the prompt template (kept in
+        checkpoints for ``zoo.cli.answer``) and how answers are scored."""
+        if self.tokenizer_from:
+            self.tokenizer = self._checkpoint_tokenizer(self.tokenizer)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "image_token_id": self.tokenizer.image_id,
                      "prompt": self.prompt, "metric": self.metric}
 
@@ -99,7 +130,8 @@ class ImageTextData(ZooDataModule):
         return ImageTextItems(self.examples[split], self.tokenizer, self.image_size, self.resize)
 
     def _loader(self, split: str, shuffle: bool = False):
-        return self.loader(self.items(split), shuffle=shuffle, train=split == "train", collate_fn=collate)
+        return self.loader(self.items(split), shuffle=shuffle, train=split == "train",
+                           collate_fn=partial(collate, pad_id=self.tokenizer.pad_id))
 
     def train_dataloader(self):
         return self._loader("train", shuffle=True)

@@ -176,8 +176,8 @@ class ShapesVQA(ImageTextData):
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, train_size: int,
                  val_size: int, test_size: int, seed: int = 0, jitter: float = 1.0, resize: bool = True,
-                 num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, image_size, resize, num_workers)
+                 tokenizer_from: str | None = None, num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, image_size, resize, tokenizer_from, num_workers)
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.seed, self.jitter = seed, jitter
 
@@ -188,4 +188,4 @@ class ShapesVQA(ImageTextData):
         self.tokenizer = vocabulary()
         self.examples = {split: ShapesExamples(split, size, self.seed, self.image_size, self.jitter)
                          for split, size in self.sizes.items()}
-        self._set_dims()
+        self._set_tokenizer_and_dims()

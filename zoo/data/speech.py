@@ -24,13 +24,18 @@ from torch.utils.data import Dataset
 from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, AudioText
-from zoo.data.tokenizers import CharTokenizer, train_bpe
+from zoo.data.tokenizers import CharTokenizer, first_token, train_bpe
+from zoo.train.checkpoint import tokenizer_of
 from zoo.nn.embedders import AudioEmbedder
 
 log = logging.getLogger(__name__)
 
 SPECIALS = ("<pad>", "<s>", "</s>")
 BPE_SPECIALS = (*SPECIALS, "<unk>")  # the BPE model needs an unknown token
+# A checkpoint's tokenizer (data.tokenizer_from) names them its own way: the zoo's, then Whisper's.
+# Whisper pads with its end of text (padding is never a target, so the two cannot be confused).
+START, END = ("<s>", "<|startoftranscript|>"), ("</s>", "<|endoftext|>")
+PAD = ("<pad>", *END)
 
 
 @dataclass
@@ -163,6 +168,11 @@ class SpeechDataModule(ZooDataModule):
             stopping with an error that names the file.
         spec_augment: SpecAugment settings for the training split (None = off).
         lowercase: lower-case the transcripts (LibriSpeech and LJSpeech are upper / mixed case).
+        tokenizer_from: fine-tuning: the checkpoint the run starts from (a zoo ``.ckpt`` or a
+            Hugging Face Whisper folder); its tokenizer replaces ``tokenizer``, so the ids mean
+            what the weights learnt. Its start / end / pad tokens are found by name (:data:`START`,
+            :data:`END`, :data:`PAD`). Whisper's language and task tokens are not placed: a fine-tuned
+            model learns transcripts as start, text, end.
     """
 
     yields = (AudioText,)
@@ -170,14 +180,14 @@ class SpeechDataModule(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
                  bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
                  skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
-                 num_workers: int = 0):
+                 tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
         if tokenizer not in ("char", "bpe"):
             raise ValueError(f"data.tokenizer={tokenizer!r}: expected 'char' or 'bpe'")
         self.tokenizer_kind, self.bpe_vocab_size = tokenizer, bpe_vocab_size
         self.max_samples = int(max_seconds * SAMPLE_RATE)
         self.long_audio, self.skip_bad_files, self.lowercase = long_audio, skip_bad_files, lowercase
-        self.spec_augment = spec_augment
+        self.spec_augment, self.tokenizer_from = spec_augment, tokenizer_from
         self.splits: dict[str, Sequence[Example]] = {}
 
     # --- what a corpus provides -------------------------------------------------------
@@ -201,17 +211,26 @@ class SpeechDataModule(ZooDataModule):
         empty = [name for name, examples in self.splits.items() if len(examples) == 0]
         if empty:
             raise ValueError(f"{type(self).__name__}: no examples in split(s) {empty} under {self.data_dir}")
+        self.tokenizer, specials = self._tokenizer()
+        pad, bos, eos = (self.tokenizer.token_id(t) for t in specials)
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
+                     "eos_id": eos}
+
+    def _tokenizer(self):
+        """(the transcript tokenizer, its (pad, start, end) tokens): the checkpoint's
+        (``tokenizer_from``), or one built from this corpus as ``tokenizer`` says."""
+        if self.tokenizer_from:
+            tokenizer = tokenizer_of(self.tokenizer_from)
+            return tokenizer, tuple(first_token(tokenizer, names, role, self.tokenizer_from)
+                                    for names, role in ((PAD, "padding"), (START, "start-of-transcript"),
+                                                        (END, "end-of-text")))
         texts = self.tokenizer_texts()
         if self.tokenizer_kind == "char":  # the alphabet of every split, so that no character is unknown
             alphabet = "".join(texts) + "".join(e.text for examples in self.splits.values() for e in examples)
-            self.tokenizer = CharTokenizer.from_text(alphabet, specials=SPECIALS)
-        else:
-            digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
-            cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
-            self.tokenizer = train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS)
-        pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS)
-        self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
-                     "eos_id": eos}
+            return CharTokenizer.from_text(alphabet, specials=SPECIALS), SPECIALS
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+        cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
+        return train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS), SPECIALS
 
     def dataset(self, split: str) -> SpeechExamples:
         augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None

@@ -7,7 +7,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer
 
@@ -56,10 +56,38 @@ class CharTokenizer:
 
 class HFTokenizer:
     """A Hugging Face ``tokenizers`` tokenizer (BERT's WordPiece, ...); its state is the
-    tokenizer's JSON string. ``encode`` adds no special tokens: the data module places them."""
+    tokenizer's JSON string. ``encode`` adds no special tokens: the data module places them.
 
-    def __init__(self, tokenizer: Tokenizer):
+    ``roles`` name the tokens a data pipeline places by role (``{"pad": "<pad>", "eos":
+    "</s>", "image": "<image>"}``: the vision-language data's), read as ``pad_id``,
+    ``eos_id``, ``image_id`` like :class:`WordTokenizer`'s; they travel in the state.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, roles: dict[str, str] | None = None):
         self.tokenizer = tokenizer
+        self.roles = dict(roles or {})
+        for role, token in self.roles.items():
+            self.token_id(token)  # present, or a KeyError that names it
+
+    def with_roles(self, **roles: str) -> "HFTokenizer":
+        return HFTokenizer(self.tokenizer, {**self.roles, **roles})
+
+    def _role_id(self, role: str) -> int:
+        if role not in self.roles:
+            raise AttributeError(f"no token has the {role!r} role in this tokenizer (roles: {self.roles})")
+        return self.token_id(self.roles[role])
+
+    @property
+    def pad_id(self) -> int:
+        return self._role_id("pad")
+
+    @property
+    def eos_id(self) -> int:
+        return self._role_id("eos")
+
+    @property
+    def image_id(self) -> int:
+        return self._role_id("image")
 
     @classmethod
     def train_wordpiece(cls, texts: Iterable[str], vocab_size: int, special_tokens: list[str],
@@ -117,7 +145,7 @@ class HFTokenizer:
         return self.tokenizer.decode(ids)
 
     def state(self) -> dict:
-        return {"kind": "hf", "json": self.tokenizer.to_str()}
+        return {"kind": "hf", "json": self.tokenizer.to_str(), **({"roles": self.roles} if self.roles else {})}
 
 
 def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: Iterable[str]) -> HFTokenizer:
@@ -192,6 +220,27 @@ class WordTokenizer:
         return {"kind": "word", "words": self.words}
 
 
+def present_ids(tokenizer: HFTokenizer | CharTokenizer, names: Sequence[str]) -> dict[str, int]:
+    """The ids of those of ``names`` that ``tokenizer`` has, in the order of ``names``."""
+    ids = {}
+    for name in names:
+        try:
+            ids[name] = tokenizer.token_id(name)
+        except KeyError:
+            continue
+    return ids
+
+
+def first_token(tokenizer: HFTokenizer | CharTokenizer, candidates: Sequence[str], role: str, source) -> str:
+    """The first of ``candidates`` that ``tokenizer`` has (the conventions differ: ``</s>``,
+    ``<|endoftext|>``, ...); none of them is a ValueError naming the role, the candidates
+    and ``source`` (the checkpoint the tokenizer came from)."""
+    present = present_ids(tokenizer, candidates)
+    if not present:
+        raise ValueError(f"the tokenizer of {source} has no {role} token: expected one of {list(candidates)}")
+    return next(iter(present))
+
+
 def tokenizer_from_state(state: dict):
     """Rebuild a tokenizer from what :meth:`state` returned."""
     if state.get("kind") == "char":
@@ -199,5 +248,5 @@ def tokenizer_from_state(state: dict):
     if state.get("kind") == "word":
         return WordTokenizer(state["words"])
     if state.get("kind") == "hf":
-        return HFTokenizer(Tokenizer.from_str(state["json"]))
+        return HFTokenizer(Tokenizer.from_str(state["json"]), state.get("roles"))
     raise ValueError(f"unknown tokenizer kind {state.get('kind')!r} in checkpoint")

@@ -26,7 +26,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
-from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
+from zoo.data.tokenizers import HFTokenizer, first_token, present_ids
 from zoo.data.windows import StreamWindows
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
@@ -37,17 +37,6 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # BERT's names;
 DIMS = {"[PAD]": "pad_id", "[MASK]": "mask_id", "[CLS]": "cls_id", "[SEP]": "sep_id"}  # what dims names them
 # What ends each article in a language model's token stream: BERT's, GPT-2's, Llama 1/2's, Llama 3's.
 END_OF_TEXT = ["[SEP]", "<|endoftext|>", "</s>", "<|end_of_text|>"]
-
-
-def present_ids(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer, names: list[str]) -> dict[str, int]:
-    """The ids of those of ``names`` that ``tokenizer`` has, in the order of ``names``."""
-    ids = {}
-    for name in names:
-        try:
-            ids[name] = tokenizer.token_id(name)
-        except KeyError:
-            continue
-    return ids
 
 
 # An article starts at its title line, " = Title = "; sections are " = = Section = = ".
@@ -196,11 +185,8 @@ class WikiText(ZooDataModule):
         ids = present_ids(tok, SPECIAL_TOKENS)
         windows = self.batch_type is TokenWindows
         if windows:  # a causal LM's own tokenizer (GPT-2's, Llama's) has none of BERT's specials but its end of text
-            ends = present_ids(tok, END_OF_TEXT)
-            if not ends:
-                raise ValueError(f"the tokenizer of {self.tokenizer_from} has none of {END_OF_TEXT}: data=wikitext "
-                                 "ends each article of the token stream with the first of them it has")
-            end = next(iter(ends.values()))
+            # data=wikitext ends each article of the token stream with the first of them the tokenizer has
+            end = tok.token_id(first_token(tok, END_OF_TEXT, "end-of-text", self.tokenizer_from))
         elif missing := [name for name in SPECIAL_TOKENS if name not in ids]:
             raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {missing}: data=wikitext's padded "
                              f"sequences (BERT's format) need {SPECIAL_TOKENS}")

@@ -4,6 +4,7 @@ zoo's training step time and its ratios to every peer library's, in time and pea
     python benchmarks/all.py                      # every family at its default shape, fp32, CPU
     python benchmarks/all.py --steps 3 --only gpt t5 mistral mistral-blocks
     python benchmarks/all.py --device cuda --dtype bf16
+    python benchmarks/all.py --summary            # the README's short table: each family against its best peer
 
 Run it in the benchmark environment (``make bench`` builds .venv-bench and runs this). Ratios
 below 1 mean the zoo is faster (or leaner) than that peer.
@@ -93,6 +94,22 @@ def table(results: list[dict], ratios_only: bool = False) -> str:
     return "\n".join(lines)
 
 
+GOAL = 0.9  # issue 19: the zoo's step time <= 0.9x the fastest peer's, its peak memory <= the leanest's
+
+
+def summary(results: list[dict]) -> str:
+    """The short table: each family's zoo / fastest peer (time) and zoo / leanest peer (memory),
+    and whether the goal (:data:`GOAL`) is met."""
+    lines = ["| family | zoo / fastest peer: step time | zoo / leanest peer: peak memory | goal met |",
+             "|---|---|---|---|"]
+    for r in results:
+        missed = [what for what, ok in (("time", r["time_ratio"] <= GOAL), ("memory", r["memory_ratio"] <= 1.0)) if not ok]
+        verdict = f"missed: {' and '.join(missed)}" if missed else "yes"
+        lines.append(f"| {r['family']} | {r['time_ratio']:.2f}x ({r['fastest']}) | {r['memory_ratio']:.2f}x "
+                     f"({r['leanest']}) | {verdict} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", nargs="+", choices=FAMILIES, default=list(FAMILIES), help="these families only")
@@ -101,9 +118,16 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     p.add_argument("--json", type=Path, help="also write every family's numbers here")
+    p.add_argument("--from-json", type=Path, help="print the table of an earlier run's --json file (runs nothing)")
+    p.add_argument("--summary", action="store_true", help="the short table: each family against its fastest "
+                   "and its leanest peer, and whether the goal is met")
     p.add_argument("--ratios-only", action="store_true",
                    help="leave the zoo's step time in seconds out of the table (on a loaded machine only ratios say much)")
     a = p.parse_args()
+    if a.from_json:
+        results = json.loads(a.from_json.read_text())
+        print(summary(results) if a.summary else table(results, a.ratios_only))
+        return
     started = datetime.datetime.now(datetime.timezone.utc)
     results = [run_family(family, a) for family in a.only]
     if a.json:
@@ -114,7 +138,7 @@ def main() -> None:
     print(package_versions())
     print(machine(a.device))
     print(f"command: python benchmarks/all.py {' '.join(sys.argv[1:])}\n")
-    print(table(results, a.ratios_only))
+    print(summary(results) if a.summary else table(results, a.ratios_only))
 
 
 if __name__ == "__main__":

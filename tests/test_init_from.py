@@ -25,7 +25,8 @@ from test_vit_data import make_image_folder
 from test_whisper_data import write_fsdd
 from zoo.train.checkpoint import load, tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
-from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS
+from zoo.data.batches import PaddedTokens
+from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS, Multi30k
 from zoo.data.fsdd import FSDD
 from zoo.data.shapes_vqa import ShapesVQA, vocabulary as shapes_vocabulary
 from zoo.data.tokenizers import WordTokenizer, tokenizer_from_state
@@ -173,6 +174,81 @@ def test_t5_folder_gives_the_hf_logits(tmp_path, ff, tied):
     assert_matches(model.net.eval()(source, target, padding), ref, what=f"T5 {ff} logits")
 
 
+def t5_real_tokenizer(words: list[str], n_sentinels: int = 100) -> Tokenizer:
+    """A word-level tokenizer of a Hugging Face t5-small's layout: ``<pad>`` 0, ``</s>`` 1,
+    ``<unk>`` 2, ``words``, then the sentinels, ``<extra_id_0>`` the top id; no ``<s>``."""
+    sentinels = [f"<extra_id_{i}>" for i in reversed(range(n_sentinels))]
+    specials = ["<pad>", "</s>", "<unk>"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate([*specials, *words, *sentinels])}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([*specials, *sentinels])
+    return tok
+
+
+def tiny_t5_real(path, tokenizer: Tokenizer, padded_vocab: int) -> T5ForConditionalGeneration:
+    """A tiny T5 of t5-small's layout in ``path``: ``padded_vocab`` rows (above the tokenizer's
+    size, as t5-small's 32,128 are above its 32,100), decoding from pad, the tokenizer beside it."""
+    torch.manual_seed(0)
+    hf = T5ForConditionalGeneration(T5Config(
+        vocab_size=padded_vocab, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0,
+        pad_token_id=0, eos_token_id=1)).eval()
+    hf.save_pretrained(path)
+    tokenizer.save(str(path / "tokenizer.json"))
+    return hf
+
+
+@torch.no_grad()
+def test_t5_folder_of_t5_small_layout_gives_the_hf_logits(tmp_path):
+    """A folder whose tokenizer holds the sentinels: the net keeps the checkpoint's padded vocabulary."""
+    tokenizer = t5_real_tokenizer([f"w{i}" for i in range(20)])
+    hf = tiny_t5_real(tmp_path, tokenizer, padded_vocab=128)
+    model = objective_from("t5", tmp_path, {"vocab_size": tokenizer.get_vocab_size()})
+    assert tokenizer.get_vocab_size() == 123 and model.net.head.proj.out_features == 128
+    source, target = torch.randint(0, 128, (2, 25)), torch.randint(0, 128, (2, 7))
+    padding = torch.ones(2, 25, dtype=torch.bool)
+    ref = hf(input_ids=source, attention_mask=padding.long(), decoder_input_ids=target).logits
+    assert_matches(model.net.eval()(source, target, padding), ref, what="T5 logits, t5-small's vocabulary layout")
+
+
+def test_t5_folder_of_t5_small_layout_with_a_larger_tokenizer_is_refused_naming_both(tmp_path):
+    tiny_t5_real(tmp_path, t5_real_tokenizer([f"w{i}" for i in range(20)]), padded_vocab=128)
+    with pytest.raises(ValueError, match=r"tokenizer has 130 tokens but .*vocab_size=128 \(at most that\)"):
+        objective_from("t5", tmp_path, {"vocab_size": 130})
+
+
+def test_t5_folder_of_t5_small_layout_must_start_decoding_from_pad(tmp_path):
+    tiny_t5_real(tmp_path, t5_real_tokenizer([f"w{i}" for i in range(20)]), padded_vocab=128)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"decoder_start_token_id": 5}))
+    with pytest.raises(ValueError, match="decoder_start_token_id=5, but its tokenizer's pad token is id 0"):
+        objective_from("t5", tmp_path, {"vocab_size": 123})
+
+
+def test_t5_folder_of_t5_small_layout_corrupts_spans_with_its_own_sentinels(tmp_path):
+    """Span corruption (data=wikitext's PaddedTokens) with such a folder writes the tokenizer's
+    ``<extra_id_i>``, its ``</s>`` and the pad start, all inside the checkpoint's embedding."""
+    tokenizer = t5_real_tokenizer([f"w{i}" for i in range(20)])
+    tiny_t5_real(tmp_path, tokenizer, padded_vocab=128)
+    model = objective_from("t5", tmp_path, {"vocab_size": tokenizer.get_vocab_size(), "pad_id": 0})
+    tokens = torch.randint(3, 23, (4, 40))  # the words' ids
+    batch = model.on_before_batch_transfer(PaddedTokens(tokens, torch.ones(4, 40, dtype=torch.bool)), 0)
+    first = tokenizer.token_to_id("<extra_id_0>")
+    assert first == 122 and batch.source.max() <= first and (batch.target_out[:, 0] == first).all()
+    assert (batch.target_in[:, 0] == 0).all() and (batch.target_out[batch.target_out != -100] == 1).sum() == 4
+    sentinels = batch.source[batch.source > 22]
+    assert sentinels.min() >= first - 99  # <extra_id_i> counts down from the top
+    model.loss(batch)[0].backward()  # every id has a row
+
+
+def test_multi30k_folder_tokenizer_without_pad_or_end_is_refused_naming_the_ones_read(tmp_path):
+    write_corpus(tmp_path / "data", sizes={"train": 4, "val": 2, "test_2016_flickr": 2})
+    word_level_tokenizer(["<pad>", "<s>", "ein"]).save(str(tmp_path / "tokenizer.json"))
+    dm = Multi30k(str(tmp_path / "data"), str(tmp_path / "cache"), batch_size=2, tokenizer_from=str(tmp_path))
+    with pytest.raises(ValueError, match=r"has no end-of-sequence token: expected one of \['</s>', '\[SEP\]'\]"):
+        dm.setup()
+
+
 @torch.no_grad()
 def test_whisper_folder_gives_the_hf_logits(tmp_path):
     torch.manual_seed(0)
@@ -277,6 +353,18 @@ def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str], dict]:
             {"vocab_size": tokenizer.get_vocab_size()})
 
 
+def t5_real_vocab_on_multi30k(path) -> tuple[torch.Tensor, list[str], dict]:
+    """A T5 folder of a Hugging Face t5-small's layout for data=multi30k: its tokenizer holds
+    the sentinels and no ``<s>`` (:func:`t5_real_tokenizer`), the weights' rows are padded above
+    it; the data pads and starts the decoder with ``<pad>`` and ends with ``</s>``."""
+    corpus = write_corpus(path.parent / "data", sizes={"train": 40, "val": 8, "test_2016_flickr": 8})
+    words = sorted({w for f in (corpus / "multi30k" / "raw").glob("*.gz") for w in gzip.open(f, "rt").read().split()})
+    tokenizer = t5_real_tokenizer(words)
+    hf = tiny_t5_real(path, tokenizer, padded_vocab=(tokenizer.get_vocab_size() // 64 + 1) * 64)
+    return (hf.get_input_embeddings().weight, ["data=multi30k", "data.batch_size=4", "model.net.context=32"],
+            {"vocab_size": tokenizer.get_vocab_size(), "pad_id": 0, "bos_id": 0, "eos_id": 1})
+
+
 WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
 DIGIT_WORDS = "zero one two three four five six seven eight nine".split()
 
@@ -343,8 +431,9 @@ def two_steps_from_the_folder(tmp_path, model: str, *overrides: str):
 
 @pytest.mark.parametrize("model, write", [
     ("gpt", lm_on_wikitext(tiny_gpt2, "<|endoftext|>")), ("llama", lm_on_wikitext(tiny_llama, "</s>")),
-    ("t5", t5_on_multi30k), ("whisper", whisper_on_fsdd), ("llava", llava_on_shapes_vqa),
-], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "whisper-fsdd", "llava-shapes_vqa"])
+    ("t5", t5_on_multi30k), ("t5", t5_real_vocab_on_multi30k), ("whisper", whisper_on_fsdd),
+    ("llava", llava_on_shapes_vqa),
+], ids=["gpt-wikitext", "llama-wikitext", "t5-multi30k", "t5-real-vocab", "whisper-fsdd", "llava-shapes_vqa"])
 def test_train_two_steps_from_a_folder_on_its_data(tmp_path, model, write):
     """Issue 17's command-line pairs: ``model=M data=D model.init_from=DIR`` builds the net from the
     folder (its token embeddings are the folder's), the data tokenizes with the folder's tokenizer

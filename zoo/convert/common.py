@@ -141,15 +141,20 @@ def layer_pattern(kinds: list[str]) -> list[str]:
     raise AssertionError("unreachable: the whole list is a pattern of itself")
 
 
-def check_vocab(net_cfg: dict[str, Any], key: str, checkpoint_vocab: int, path: str, added: int = 0) -> None:
+def check_vocab(net_cfg: dict[str, Any], key: str, checkpoint_vocab: int, path: str, added: int = 0,
+                padded: bool = False) -> None:
     """The data's vocabulary (``key`` in the run's net config, holding the data's size plus the
-    ``added`` ids the model puts on top, e.g. T5's sentinels) must be the checkpoint's."""
-    net_vocab = OmegaConf.select(OmegaConf.create(net_cfg), key)
-    if net_vocab != checkpoint_vocab:
-        plus = f" (+{added} the model adds)" if added else ""
-        raise ValueError(f"the data's tokenizer has {net_vocab - added} tokens{plus} but {path}/config.json has "
-                         f"vocab_size={checkpoint_vocab}: tokenize with the checkpoint's tokenizer (a tokenizer.json "
-                         f"or vocab.txt beside the weights, matching their vocabulary)")
+    ``added`` ids the model puts on top, e.g. T5's sentinels) must be the checkpoint's; with
+    ``padded`` (a checkpoint whose rows are padded above its tokenizer's ids and which holds its
+    own specials, e.g. a Hugging Face t5-small: 32,100 tokens, 32,128 rows) the data's size
+    alone, without ``added``, must be at most the checkpoint's."""
+    data_vocab = OmegaConf.select(OmegaConf.create(net_cfg), key) - added
+    if (data_vocab > checkpoint_vocab) if padded else (data_vocab + added != checkpoint_vocab):
+        plus = f" (+{added} the model adds)" if added and not padded else ""
+        limit = " (at most that)" if padded else ""
+        raise ValueError(f"the data's tokenizer has {data_vocab} tokens{plus} but {path}/config.json has "
+                         f"vocab_size={checkpoint_vocab}{limit}: tokenize with the checkpoint's tokenizer (a "
+                         f"tokenizer.json or vocab.txt beside the weights, matching their vocabulary)")
 
 
 def init_net(net_cfg: dict[str, Any], shape: dict[str, Any], state: dict[str, Tensor],

@@ -14,6 +14,9 @@ import torch
 from torch import Tensor
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.data.multi30k import PAD
+from zoo.data.span_corruption import holds_sentinels
+from zoo.data.tokenizers import HFTokenizer, first_token
 
 MODEL_TYPES = ("t5",)  # the config.json model_type values this converter reads (v1.0 and v1.1 alike)
 EXTRA = 102  # model=t5 adds sentinels + eos + start to the data's vocabulary (conf/model/t5.yaml)
@@ -129,10 +132,37 @@ def load_pretrained(directory: str | Path) -> torch.nn.Module:
     return from_state(*read_checkpoint_dir(directory, MODEL_TYPES))
 
 
+def sentinel_tokenizer(path: str | Path) -> HFTokenizer | None:
+    """The folder's tokenizer where it holds T5's sentinels (a Hugging Face T5's layout:
+    ``<extra_id_0>`` .. among its ids, which the weights' rows cover, padded above), else None
+    (the zoo's layout: the data's ids + the 102 model=t5 adds; a folder of weights alone)."""
+    try:
+        tokenizer = HFTokenizer.from_pretrained_dir(path)
+    except FileNotFoundError:
+        return None
+    return tokenizer if holds_sentinels(tokenizer) else None
+
+
+def check_start(config: dict, tokenizer: HFTokenizer, path: str) -> None:
+    """A folder whose tokenizer holds the sentinels starts decoding from its pad token (T5's
+    convention, which data=multi30k follows for a tokenizer without ``<s>``)."""
+    pad = tokenizer.token_id(first_token(tokenizer, PAD, "padding", path))
+    start = config.get("decoder_start_token_id", pad)
+    if start != pad:
+        raise ValueError(f"{path}/config.json has decoder_start_token_id={start}, but its tokenizer's pad token is "
+                         f"id {pad}: the zoo starts T5's decoder from the pad token")
+
+
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], torch.nn.Module]:
     """``model.init_from`` hook: (``net_cfg`` reshaped to the T5 folder at ``path``, the net
-    holding its weights). The data's vocabulary plus the zoo's 102 added ids must be the checkpoint's."""
+    holding its weights). The net's vocabulary is the checkpoint's ``vocab_size``: the data's plus
+    the zoo's 102 added ids, or, where the folder's tokenizer holds the sentinels itself
+    (:func:`sentinel_tokenizer`), at least the data's."""
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = t5_shape(config, head_is_tied(state))
-    check_vocab(net_cfg, "encoder_embedder.vocab_size", config["vocab_size"], path, added=EXTRA)
+    tokenizer = sentinel_tokenizer(path)
+    check_vocab(net_cfg, "encoder_embedder.vocab_size", config["vocab_size"], path, added=EXTRA,
+                padded=tokenizer is not None)
+    if tokenizer is not None:
+        check_start(config, tokenizer, path)
     return init_net(net_cfg, shape, _state_dict(state, shape))

@@ -26,11 +26,14 @@ from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
-from zoo.data.tokenizers import HFTokenizer, train_bpe
+from zoo.data.tokenizers import HFTokenizer, first_token, present_ids, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
-SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown (the BPE trained here)
+# A checkpoint's tokenizer (data.tokenizer_from) names them its own way: the zoo's, then BERT's.
+# T5 has no start token: its decoder starts from the pad token (decoder_start_token_id).
+PAD, START, END = ("<pad>", "[PAD]"), ("<s>", "[CLS]"), ("</s>", "[SEP]")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -167,6 +170,14 @@ class Multi30k(ZooDataModule):
         texts = [line for f in files for line in read_lines(f)]
         return train_bpe(texts, self.vocab_size, cache, SPECIALS)
 
+    def _specials(self) -> tuple[int, int, int]:
+        """The (pad, start, end) ids of the tokenizer, found by role; without a start token the
+        decoder starts from the pad token, as T5's does."""
+        tok, source = self.tokenizer, self.tokenizer_from
+        pad, eos = (tok.token_id(first_token(tok, names, role, source))
+                    for names, role in ((PAD, "padding"), (END, "end-of-sequence")))
+        return pad, next(iter(present_ids(tok, START).values()), pad), eos
+
     def _truncate(self, rows: list[list[int]], limit: int, what: str) -> list[list[int]]:
         long = sum(len(r) > limit for r in rows)
         if long:
@@ -189,11 +200,7 @@ class Multi30k(ZooDataModule):
                                     self.max_len, f"{split} source")
             target = self._truncate(self.tokenizer.encode_batch(tgt), self.max_len - 1, f"{split} target")
             self.pairs[split] = Pairs(source, target, tgt)
-        try:
-            pad, bos, eos = (self.tokenizer.token_id(t) for t in SPECIALS[:3])
-        except KeyError as err:
-            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks a token Multi30k's targets need "
-                             f"({SPECIALS[:3]}): {err}") from err
+        pad, bos, eos = self._specials()
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:

@@ -27,6 +27,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from zoo.train.flops import peak_flops
+
 StepFn = Callable[[], torch.Tensor]  # runs forward, returns the loss
 Step = Callable[[], None]  # one training step
 Factory = Callable[[], Step]  # builds a model and returns its training step
@@ -53,8 +55,9 @@ def peer(module: str):
         sys.path[:] = path
 
 
-def add_run_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
-    """The options every benchmark has: how long to time, and on what."""
+def add_run_args(p: argparse.ArgumentParser, steps: int = 10, compile: bool = False) -> None:
+    """The options every benchmark has: how long to time, and on what; ``compile=True`` adds
+    ``--compile`` (for a benchmark that passes ``a.compile`` on to :func:`make_step` for every model)."""
     p.add_argument("--steps", type=int, default=steps, help="timed rounds (each model steps once per round)")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -62,10 +65,18 @@ def add_run_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
                    help="fp32, or autocast to bf16/fp16 around the forward pass (weights stay fp32)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also profile one training step of each model (torch.profiler) and print its top N ops")
+    if compile:
+        p.add_argument("--compile", action="store_true",
+                       help="torch.compile every model (in its first warm-up round, which is not timed)")
 
 
-def make_step(model: nn.Module, loss_fn: StepFn, dtype: str = "fp32", lr: float = 1e-4) -> Step:
-    """forward (autocast to ``dtype`` unless fp32) + backward + AdamW update."""
+def make_step(model: nn.Module, loss_fn: StepFn, dtype: str = "fp32", lr: float = 1e-4,
+              compile: bool = False) -> Step:
+    """forward (autocast to ``dtype`` unless fp32) + backward + AdamW update; ``compile``:
+    ``torch.compile`` the model's forward first (in place, so ``loss_fn``'s calls of it are compiled;
+    backward is compiled with it, the optimizer step is not)."""
+    if compile:
+        model.compile()
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     device_type = next(model.parameters()).device.type
     cast = (contextlib.nullcontext() if dtype == "fp32"
@@ -154,12 +165,32 @@ def print_profile(label: str, step: Step, top: int) -> None:
               f"  {op.count:6d} calls")
 
 
+def mfu(flops: float, seconds: float, peak: float) -> float:
+    """Model FLOPs utilisation: ``flops`` done per step, in ``seconds`` per step, as a fraction of
+    the device's ``peak`` FLOP/s."""
+    return flops / seconds / peak
+
+
+def print_mfu(seconds: dict[str, float], flops: float, a: argparse.Namespace) -> dict[str, float]:
+    """Print each model's MFU (the same ``flops`` per step for all, at their median step
+    times) against the peak FLOP/s of ``a.device`` in ``a.dtype`` (zoo.train.flops' table, else a
+    measured matmul); returns {model: MFU}."""
+    peak, source = peak_flops(torch.device(a.device), DTYPES[a.dtype])
+    print(f"MFU: {flops / 1e12:.3f} TFLOP per step (the zoo's count) against {peak / 1e12:.1f} TFLOP/s ({source})")
+    fractions = {label: mfu(flops, s, peak) for label, s in seconds.items()}
+    for label, fraction in fractions.items():
+        print(f"{label:>36}: step {seconds[label] * 1000:9.1f} ms   {flops / seconds[label] / 1e12:8.3g} TFLOP/s   "
+              f"MFU {100 * fraction:5.1f}%", flush=True)
+    return fractions
+
+
 def compare(family: str, shape: str, zoo_name: str, zoo_factory: Factory, peers: dict[str, Factory],
-            a: argparse.Namespace) -> dict:
+            a: argparse.Namespace, flops: float | None = None) -> dict:
     """Build every training step (each factory builds its model and returns its step), time
     them alternately, measure each one's peak memory, and print zoo/peer ratios of both and
-    zoo / the fastest (and the leanest) peer. ``a`` holds the options of :func:`add_run_args`.
-    Returns the numbers (also written as JSON to ``$ZOO_BENCH_RESULT`` when that is set)."""
+    zoo / the fastest (and the leanest) peer. ``a`` holds the options of :func:`add_run_args`;
+    ``flops``, the training FLOPs of one step, adds each model's MFU (printed before the memory
+    is measured). Returns the numbers (also written as JSON to ``$ZOO_BENCH_RESULT`` when that is set)."""
     factories = {zoo_name: zoo_factory, **peers}
     only = os.environ.get(MEMORY_ENV)
     if only is not None:  # the memory-measuring subprocess: build and run one model only
@@ -169,6 +200,7 @@ def compare(family: str, shape: str, zoo_name: str, zoo_factory: Factory, peers:
           flush=True)
     steps = {label: factory() for label, factory in factories.items()}
     seconds = alternate_medians(steps, a.steps, a.device, a.warmup)
+    fractions = print_mfu(seconds, flops, a) if flops else None
     if a.profile:
         for label, step in steps.items():
             print_profile(label, step, a.profile)
@@ -188,6 +220,8 @@ def compare(family: str, shape: str, zoo_name: str, zoo_factory: Factory, peers:
     result = {"family": family, "shape": shape, "dtype": a.dtype, "device": a.device, "zoo": zoo_name,
               "seconds": seconds, "mib": mib, "fastest": fastest, "leanest": leanest,
               "time_ratio": time_ratio, "memory_ratio": memory_ratio}
+    if fractions:
+        result["mfu"] = fractions
     if os.environ.get(RESULT_ENV):
         with open(os.environ[RESULT_ENV], "w") as f:
             json.dump(result, f)

@@ -2,11 +2,15 @@
 TransformerWrapper(Decoder): training step time and peak memory at the same shape.
 
     python benchmarks/gpt.py                     # 6 layers, 384 wide, context 256, batch 8, fp32, CPU
-    python benchmarks/gpt.py --device cuda --dtype bf16 --layers 12 --width 768 --heads 12 --context 1024
+    python benchmarks/gpt.py --device cuda --dtype bf16 --layers 12 --width 768 --heads 12 --context 1024 \
+        --vocab 50304 --batch 16 --compile      # GPT-2 small (nanoGPT's padded vocabulary), MFU (benchmarks/gpu.sh)
 
 All four are GPT-2-like: pre-LN LayerNorm, GELU MLP 4x wide, biases, causal attention. Where they
 differ: litgpt has no learned positions (rotary on every head dimension instead) and its own
 untied head; x-transformers has no bias on q/k/v/out (its Attention has none).
+
+MFU is the zoo's analytic count of one step's training FLOPs (``net.batch_flops``, zoo/train/flops.py:
+the matmuls, forward + backward) over each model's step time, against the device's peak.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ def main() -> None:
     p.add_argument("--context", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab", type=int, default=65)
-    add_run_args(p)
+    add_run_args(p, compile=True)
     a = p.parse_args()
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=a.vocab, n_positions=a.context, n_embd=a.width, n_layer=a.layers,
@@ -45,11 +49,14 @@ def main() -> None:
 
     def lm_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), y.flatten()), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), y.flatten()), a.dtype,
+                         compile=a.compile)
+
+    def zoo_net():
+        return build_net("gpt", shape_overrides(gpt2_shape(cfg.to_dict())), {"vocab_size": a.vocab})
 
     def zoo():
-        net = build_net("gpt", shape_overrides(gpt2_shape(cfg.to_dict())), {"vocab_size": a.vocab})
-        return lm_step(net, lambda m: m(x))
+        return lm_step(zoo_net(), lambda m: m(x))
 
     def hf():
         return lm_step(transformers.GPT2LMHeadModel(cfg), lambda m: m(x).logits)
@@ -69,9 +76,12 @@ def main() -> None:
                                                  attn_dim_head=a.width // a.heads, ff_mult=4))
         return lm_step(net, lambda m: m(x))
 
-    shape = f"{a.layers} layers, {a.width} wide, {a.heads} heads, context {a.context}, batch {a.batch}"
+    with torch.device("meta"):  # the count needs only the shapes: no weights are made
+        flops = zoo_net().batch_flops(x)
+    shape = (f"{a.layers} layers, {a.width} wide, {a.heads} heads, context {a.context}, batch {a.batch}"
+             f"{', compiled' if a.compile else ''}")
     compare("gpt", shape, "zoo GPT", zoo, {"GPT2LMHeadModel": hf, "litgpt GPT": litgpt,
-                                           "x-transformers Decoder": xt}, a)
+                                           "x-transformers Decoder": xt}, a, flops)
 
 
 if __name__ == "__main__":

@@ -129,9 +129,11 @@ def main() -> None:
         print(summary(results) if a.summary else table(results, a.ratios_only))
         return
     started = datetime.datetime.now(datetime.timezone.utc)
-    results = [run_family(family, a) for family in a.only]
-    if a.json:
-        a.json.write_text(json.dumps(results, indent=1))
+    results = []
+    for family in a.only:
+        results.append(run_family(family, a))
+        if a.json:  # after each family, so that a failing one keeps the others' numbers
+            a.json.write_text(json.dumps(results, indent=1))
     minutes = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds() / 60
     print(f"\n{started:%Y-%m-%d %H:%M} UTC, {minutes:.0f} min; {a.dtype}, {a.device}; "
           f"median of {a.steps} steps after {a.warmup} (AdamW, alternating rounds)")

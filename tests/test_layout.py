@@ -99,3 +99,18 @@ def test_the_cycle_checker_finds_a_lazy_cycle_and_skips_type_checking_imports(tm
 def test_zoo_nn_imports_nothing_above_it(name):
     above = sorted(m for m in imported(modules()[name], modules()) if m.startswith(ABOVE_NN))
     assert above == [], f"{name} imports {above}: zoo/nn is the bottom layer"
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_benchmark_scripts_import_only_names_the_zoo_has(script):
+    """The benchmarks run in their own environment, outside the test suite: a name they import
+    from zoo that a change renamed would only show when someone runs them. Checked here by ast
+    (the scripts themselves import peer libraries the test environment may lack)."""
+    import importlib
+
+    missing = []
+    for node in ast.walk(ast.parse(script.read_text(), str(script))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "zoo":
+            module = importlib.import_module(node.module)
+            missing += [f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
+    assert not missing, f"{script.name} imports what zoo no longer has: {missing}"

@@ -61,14 +61,19 @@ def yolos_shape(config: dict[str, Any]) -> dict[str, Any]:
                                 "embedder.n_detections": n, "head.n_detections": n}
 
 
-@torch.no_grad()
-def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor]) -> nn.Module:
-    """A zoo YOLOS from a ``YolosConfig`` (as a dict) and its model's state dict."""
+def yolos_net(config: dict[str, Any]) -> nn.Module:
+    """``model=yolos`` shaped like a ``YolosConfig`` (as a dict), freshly initialised."""
     shape = yolos_shape(config)
     dims = {"num_classes": shape["head.num_classes"], "image_size": shape["embedder.image_size"],
             "channels": shape["embedder.channels"]}
-    net = build_net("yolos", shape_overrides(shape), dims)
-    load_mapped(net, yolos_state_dict(state, shape["n_layers"]))
+    return build_net("yolos", shape_overrides(shape), dims)
+
+
+@torch.no_grad()
+def from_config_and_state(config: dict[str, Any], state: dict[str, Tensor]) -> nn.Module:
+    """A zoo YOLOS from a ``YolosConfig`` (as a dict) and its model's state dict."""
+    net = yolos_net(config)
+    load_mapped(net, yolos_state_dict(state, yolos_shape(config)["n_layers"]))
     return net.eval()
 
 

@@ -6,7 +6,8 @@ no logit has, so nothing stops early): greedy, the zoo's ``greedy`` against tran
 ``generate`` and a greedy loop over openai-whisper's decoder with its ``install_kv_cache_hooks``
 cache; beam search (4 beams, length penalty 1, no early stop), the zoo's ``beam_search`` against
 ``generate(num_beams=4)``. Each prints milliseconds, new tokens/s, real-time factor (decode time /
-audio seconds), whether the tokens match the zoo's, and zoo / peer time (below 1: the zoo faster).
+audio seconds; medians of --steps alternating rounds), whether the tokens match the zoo's, and
+zoo / peer time (below 1: the zoo faster).
 
     python benchmarks/whisper.py                  # Whisper tiny's Block (4+4 layers, 384 wide), 10 s audio, CPU fp32
     python benchmarks/whisper.py --layers 2 --width 192 --heads 4 --seconds 4 --batch 8
@@ -32,13 +33,15 @@ transformers = peer("transformers")
 openai_whisper = peer("whisper.model")
 
 
-_OPENAI_LAYER = {"self_attn.q_proj": "attn.query", "self_attn.k_proj": "attn.key", "self_attn.v_proj": "attn.value",
-                 "self_attn.out_proj": "attn.out", "self_attn_layer_norm": "attn_ln",
+# Hugging Face's names -> openai-whisper's, inside a layer and outside the layers.
+_OPENAI_LAYER = {"self_attn.q_proj": "attn.query", "self_attn.k_proj": "attn.key",
+                 "self_attn.v_proj": "attn.value", "self_attn.out_proj": "attn.out", "self_attn_layer_norm": "attn_ln",
                  "encoder_attn.q_proj": "cross_attn.query", "encoder_attn.k_proj": "cross_attn.key",
                  "encoder_attn.v_proj": "cross_attn.value", "encoder_attn.out_proj": "cross_attn.out",
-                 "encoder_attn_layer_norm": "cross_attn_ln", "fc1": "mlp.0", "fc2": "mlp.2", "final_layer_norm": "mlp_ln"}
-_OPENAI_TOP = {"encoder.embed_positions.weight": "encoder.positional_embedding", "encoder.layer_norm": "encoder.ln_post",
-               "decoder.embed_tokens": "decoder.token_embedding",
+                 "encoder_attn_layer_norm": "cross_attn_ln", "fc1": "mlp.0", "fc2": "mlp.2",
+                 "final_layer_norm": "mlp_ln"}
+_OPENAI_TOP = {"encoder.embed_positions.weight": "encoder.positional_embedding",
+               "encoder.layer_norm": "encoder.ln_post", "decoder.embed_tokens": "decoder.token_embedding",
                "decoder.embed_positions.weight": "decoder.positional_embedding", "decoder.layer_norm": "decoder.ln"}
 
 
@@ -76,7 +79,8 @@ def openai_greedy(model, features: torch.Tensor, prompt: torch.Tensor, n_tokens:
 
 
 @torch.no_grad()
-def hf_generate(hf, features: torch.Tensor, prompt: torch.Tensor, n_tokens: int, never: int, beams: int = 1) -> torch.Tensor:
+def hf_generate(hf, features: torch.Tensor, prompt: torch.Tensor, n_tokens: int, never: int,
+                beams: int = 1) -> torch.Tensor:
     """Hugging Face's ``generate`` (greedy, or beam search without early stopping), exactly
     ``n_tokens`` new ids (B, n_tokens): its end-of-text is ``never``, an id no logit has."""
     return hf.generate(input_features=features, decoder_input_ids=prompt, max_new_tokens=n_tokens,
@@ -158,15 +162,15 @@ def main() -> None:
     tokens = {label: fn() for label, fn in greedy_fns.items()}
     same = ", ".join(f"{label} {torch.equal(tokens['zoo greedy'], t)}" for label, t in list(tokens.items())[1:])
     print_decoding(f"greedy, {n} new tokens of {a.seconds:g} s audio, KV cache (same tokens as the zoo: {same})",
-                   alternate_medians(greedy_fns, 5, a.device), n, a.seconds)
+                   alternate_medians(greedy_fns, a.steps, a.device), n, a.seconds)
 
     # Beam search, 4 beams, length penalty 1, run to the full length (no end-of-text, no early stop).
     beam_fns = {"zoo beam search": lambda: beam_search(zoo, clip, prompt, never, beam_size=4, max_new_tokens=n)[:, :n],
                 "transformers generate": lambda: hf_generate(ref, clip, prompt, n, never, beams=4)}
     ours, theirs = (fn() for fn in beam_fns.values())
     print(f"zoo best beam:          {ours[0].tolist()}\ntransformers best beam: {theirs[0].tolist()}")
-    print_decoding(f"beam search (4 beams), {n} new tokens of {a.seconds:g} s audio "
-                   f"(same best beam: {torch.equal(ours, theirs)})", alternate_medians(beam_fns, 5, a.device), n, a.seconds)
+    print_decoding(f"beam search (4 beams), {n} new tokens of {a.seconds:g} s audio (same best beam: "
+                   f"{torch.equal(ours, theirs)})", alternate_medians(beam_fns, a.steps, a.device), n, a.seconds)
 
 
 if __name__ == "__main__":

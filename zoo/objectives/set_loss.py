@@ -40,20 +40,30 @@ class SetLoss:
     eos_coefficient: float = 0.1
 
     @torch.no_grad()
-    def match(self, logits: Tensor, boxes: Tensor, target: Target) -> tuple[Tensor, Tensor]:
-        """One image: logits (Q, K + 1), boxes (Q, 4), its M objects -> (token indices (M,), object
-        indices (M,)), the assignment of least total cost."""
-        labels, true_boxes = target["class_labels"], target["boxes"]
-        if len(labels) > len(logits):
-            raise ValueError(f"an image holds {len(labels)} objects, more than the model's {len(logits)} detection "
-                             f"tokens (model.net.embedder.n_detections): raise it to at least {len(labels)}")
-        cost = (self.bbox_cost * torch.cdist(boxes, true_boxes, p=1)
-                - self.class_cost * logits.softmax(-1)[:, labels]
-                - self.giou_cost * pairwise_giou(boxes, true_boxes))
+    def match(self, logits: Tensor, boxes: Tensor, targets: list[Target]) -> list[tuple[Tensor, Tensor]]:
+        """logits (B, Q, K + 1), boxes (B, Q, 4), one target per image -> per image (token indices
+        (M,), object indices (M,)), the assignment of least total cost. The costs of every token
+        against every object of the batch are one (B, Q, sum M) computation (a few large ops, not a
+        few dozen small ones per image); each image's block of it is then assigned on the CPU."""
+        for target in targets:
+            if len(target["class_labels"]) > logits.shape[1]:
+                raise ValueError(f"an image holds {len(target['class_labels'])} objects, more than the model's "
+                                 f"{logits.shape[1]} detection tokens (model.net.embedder.n_detections): raise it "
+                                 f"to at least {len(target['class_labels'])}")
+        labels = torch.cat([t["class_labels"] for t in targets]).to(logits.device)
+        true_boxes = torch.cat([t["boxes"] for t in targets]).to(boxes)
+        flat_boxes = boxes.flatten(0, 1)
+        cost = (self.bbox_cost * torch.cdist(flat_boxes, true_boxes, p=1)
+                - self.class_cost * logits.flatten(0, 1).softmax(-1)[:, labels]
+                - self.giou_cost * pairwise_giou(flat_boxes, true_boxes))
         # a diverged model's NaN / inf costs: matched last rather than crashing the assignment
         top = torch.finfo(cost.dtype).max
-        tokens, objects = linear_sum_assignment(torch.nan_to_num(cost, nan=top, posinf=top, neginf=top).cpu())
-        return torch.as_tensor(tokens, dtype=torch.int64), torch.as_tensor(objects, dtype=torch.int64)
+        cost = torch.nan_to_num(cost, nan=top, posinf=top, neginf=top).view(*logits.shape[:2], -1).cpu()
+        matches = []
+        for i, block in enumerate(cost.split([len(t["class_labels"]) for t in targets], dim=-1)):
+            tokens, objects = linear_sum_assignment(block[i])
+            matches.append((torch.as_tensor(tokens, dtype=torch.int64), torch.as_tensor(objects, dtype=torch.int64)))
+        return matches
 
     def __call__(self, logits: Tensor, boxes: Tensor, targets: list[Target]) -> dict[str, Tensor]:
         """logits (B, Q, K + 1), boxes (B, Q, 4) (cx, cy, w, h), one target per image ->
@@ -61,7 +71,7 @@ class SetLoss:
         An image with no objects adds only its no-object terms."""
         if len(targets) != len(logits):
             raise ValueError(f"{len(targets)} targets for a batch of {len(logits)} images")
-        matches = [self.match(l, b, t) for l, b, t in zip(logits, boxes, targets)]
+        matches = self.match(logits, boxes, targets)
         image = torch.cat([torch.full_like(tokens, i) for i, (tokens, _) in enumerate(matches)])
         token = torch.cat([tokens for tokens, _ in matches])
         classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)

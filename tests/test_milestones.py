@@ -90,3 +90,16 @@ def test_recipe_milestones_config_keeps_the_default_callbacks_and_llava_recipe_t
     callback = hydra.utils.instantiate(llava.callbacks.recipe_milestones)
     assert isinstance(callback, RecipeMilestones)
     assert any(m.metric == "val/accuracy" and m.bound == "at_least" for m in callback.milestones)
+
+
+@pytest.mark.parametrize("recipe", sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*_cpu.yaml")))
+def test_every_cpu_recipe_states_milestones_inside_its_run(recipe):
+    """Issue 20: each CPU recipe says which validation milestones a run on track passes, each
+    at a step the run reaches, on a validation metric."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={recipe}"])
+    assert "recipe_milestones" in cfg.callbacks, f"experiment={recipe} does not turn on callbacks=recipe_milestones"
+    milestones = hydra.utils.instantiate(cfg.callbacks.recipe_milestones).milestones
+    assert milestones, f"experiment={recipe} states no milestone"
+    for m in milestones:
+        assert m.step <= cfg.trainer.max_steps and m.metric.startswith("val/"), f"experiment={recipe}: {m}"

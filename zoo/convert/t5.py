@@ -14,9 +14,8 @@ import torch
 from torch import Tensor
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
-from zoo.data.multi30k import PAD
 from zoo.data.span_corruption import holds_sentinels
-from zoo.data.tokenizers import HFTokenizer, first_token
+from zoo.data.tokenizers import TEXT_PAD, HFTokenizer, first_token
 
 MODEL_TYPES = ("t5",)  # the config.json model_type values this converter reads (v1.0 and v1.1 alike)
 EXTRA = 102  # model=t5 adds sentinels + eos + start to the data's vocabulary (conf/model/t5.yaml)
@@ -146,7 +145,7 @@ def sentinel_tokenizer(path: str | Path) -> HFTokenizer | None:
 def check_start(config: dict, tokenizer: HFTokenizer, path: str) -> None:
     """A folder whose tokenizer holds the sentinels starts decoding from its pad token (T5's
     convention, which data=multi30k follows for a tokenizer without ``<s>``)."""
-    pad = tokenizer.token_id(first_token(tokenizer, PAD, "padding", path))
+    pad = tokenizer.token_id(first_token(tokenizer, TEXT_PAD, "padding", path))
     start = config.get("decoder_start_token_id", pad)
     if start != pad:
         raise ValueError(f"{path}/config.json has decoder_start_token_id={start}, but its tokenizer's pad token is "

@@ -26,14 +26,11 @@ from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
 from zoo.train.checkpoint import tokenizer_of
-from zoo.data.tokenizers import HFTokenizer, first_token, present_ids, train_bpe
+from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, first_token, present_ids, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # pad, start, end, unknown (the BPE trained here)
-# A checkpoint's tokenizer (data.tokenizer_from) names them its own way: the zoo's, then BERT's.
-# T5 has no start token: its decoder starts from the pad token (decoder_start_token_id).
-PAD, START, END = ("<pad>", "[PAD]"), ("<s>", "[CLS]"), ("</s>", "[SEP]")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -175,8 +172,8 @@ class Multi30k(ZooDataModule):
         decoder starts from the pad token, as T5's does."""
         tok, source = self.tokenizer, self.tokenizer_from
         pad, eos = (tok.token_id(first_token(tok, names, role, source))
-                    for names, role in ((PAD, "padding"), (END, "end-of-sequence")))
-        return pad, next(iter(present_ids(tok, START).values()), pad), eos
+                    for names, role in ((TEXT_PAD, "padding"), (TEXT_END, "end-of-sequence")))
+        return pad, next(iter(present_ids(tok, TEXT_START).values()), pad), eos
 
     def _truncate(self, rows: list[list[int]], limit: int, what: str) -> list[list[int]]:
         long = sum(len(r) > limit for r in rows)

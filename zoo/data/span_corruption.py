@@ -23,8 +23,7 @@ from functools import cached_property
 import torch
 
 from zoo.data.batches import IGNORE, PaddedTokens, SequencePairs
-from zoo.data.multi30k import END, PAD
-from zoo.data.tokenizers import CharTokenizer, HFTokenizer, first_token, present_ids
+from zoo.data.tokenizers import TEXT_END, TEXT_PAD, CharTokenizer, HFTokenizer, first_token, present_ids
 from zoo.train.checkpoint import tokenizer_of
 
 SENTINEL = "<extra_id_{}>"  # a Hugging Face T5 tokenizer's sentinel i
@@ -93,8 +92,8 @@ class SpanCorruption:
                     raise ValueError(f"the tokenizer of {self.tokenizer_from} holds {SENTINEL.format(0)} but not "
                                      f"{missing[:3]} ({len(missing)} missing): span corruption uses n_sentinels="
                                      f"{self.n_sentinels} of them")
-                end = tokenizer.token_id(first_token(tokenizer, END, "end-of-sequence", self.tokenizer_from))
-                pad = tokenizer.token_id(first_token(tokenizer, PAD, "padding", self.tokenizer_from))
+                end = tokenizer.token_id(first_token(tokenizer, TEXT_END, "end-of-sequence", self.tokenizer_from))
+                pad = tokenizer.token_id(first_token(tokenizer, TEXT_PAD, "padding", self.tokenizer_from))
                 return [tokenizer.token_id(name) for name in names], end, pad
         v, n = self.vocab_size, self.n_sentinels
         return list(range(v, v + n)), v + n, v + n + 1

@@ -220,6 +220,12 @@ class WordTokenizer:
         return {"kind": "word", "words": self.words}
 
 
+# What a checkpoint's tokenizer may call the tokens the text-pair data (multi30k) and T5's span
+# corruption place, for first_token: the zoo's names, then BERT's. T5 has no start token: its
+# decoder starts from the pad token (decoder_start_token_id).
+TEXT_PAD, TEXT_START, TEXT_END = ("<pad>", "[PAD]"), ("<s>", "[CLS]"), ("</s>", "[SEP]")
+
+
 def present_ids(tokenizer: HFTokenizer | CharTokenizer, names: Sequence[str]) -> dict[str, int]:
     """The ids of those of ``names`` that ``tokenizer`` has, in the order of ``names``."""
     ids = {}

@@ -15,7 +15,7 @@ A test that must be looser says why, next to its own ``atol``/``rtol``.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 BOUNDS = {torch.float32: (1e-5, 1e-6), torch.float64: (1e-10, 1e-12)}
 
@@ -52,3 +52,61 @@ def assert_matches(out: Tensor, ref: Tensor, where: Tensor | None = None, *,
             f"{what} differs from the reference: max |ref - out| = {worst:.3e} at index {at} "
             f"(ref {ref[at].item():.9g}, out {out[at].item():.9g}); reference scale max |ref| = {scale:.3g}; "
             f"bound atol + rtol * scale = {atol:g} + {rtol:g} * {scale:.3g} = {bound:.3e}")
+
+
+# --- An honest reference -------------------------------------------------------------------------
+# A tiny reference at its default init has every norm weight 1, every bias 0 and weights of std 0.02,
+# so its activations are ~0.02 and its logits ~1e-1. Such a test cannot tell a norm or a bias read
+# from the wrong module (they are all equal), nor an erf GELU from a tanh one (they differ by
+# ~1e-4 at |x| ~ 2 but by ~1e-9 at |x| ~ 0.02). `randomise` draws every parameter away from its init:
+# norms around 1, biases around 0, matrices at unit gain (activations of unit scale, attention that
+# is far from uniform, logits spanning several units), so the bound is tight against what it checks.
+NORM_STD = 0.1  # norm weights 1 + N(0, 0.1): every norm differs from every other
+BIAS_STD = 0.1  # biases N(0, 0.1): every bias differs from zero and from every other
+
+
+def _is_norm(module: nn.Module) -> bool:
+    name = type(module).__name__
+    return isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.modules.batchnorm._BatchNorm)) \
+        or name.endswith(("Norm", "LayerNorm", "RMSNorm", "Norm2d"))
+
+
+def randomise(model: nn.Module, seed: int = 0, gain: float = 1.0) -> nn.Module:
+    """Draw every parameter of ``model`` away from its init, in place; returns ``model``.
+
+    - a norm's weight: ``1 + N(0, NORM_STD)``; every bias (of a norm or not): ``N(0, BIAS_STD)``;
+    - any other 1-D parameter (a scale: layer scale, a gate): ``1 + N(0, NORM_STD)``;
+    - a Linear / Conv weight: ``N(0, gain / sqrt(fan_in))`` (unit gain: outputs of the inputs' scale);
+      Hugging Face's ``Conv1D`` (GPT-2) stores (in, out), so its fan-in is the first dimension;
+    - an embedding table and any free tensor (CLS tokens, learned positions, mask tokens): ``N(0, 1)``.
+
+    Tied parameters are drawn once (they stay tied). Buffers are left alone.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    owner = {}
+    for module in model.modules():
+        for pname, p in module.named_parameters(recurse=False):
+            owner.setdefault(id(p), (module, pname))
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            module, pname = owner[id(p)]
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype)
+            if pname.endswith("bias"):
+                p.copy_(noise * BIAS_STD)
+            elif _is_norm(module) or p.dim() <= 1:
+                p.copy_(1 + noise * NORM_STD)
+            elif isinstance(module, nn.Embedding) or not isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)) \
+                    and type(module).__name__ != "Conv1D":
+                p.copy_(noise)
+            else:
+                fan_in = p.shape[0] if type(module).__name__ == "Conv1D" else p[0].numel()
+                p.copy_(noise * (gain / fan_in ** 0.5))
+    return model
+
+
+def assert_untied(model: nn.Module) -> None:
+    """Assert a model's output head does not share the input embedding (transformers 5 may tie a
+    tiny model's head despite ``tie_word_embeddings=False``)."""
+    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    assert head.weight is not emb.weight and head.weight.data_ptr() != emb.weight.data_ptr(), \
+        f"{type(model).__name__}: the head is the embedding (tied)"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert.common import build_net
 from zoo.models.encoder_decoder import EncoderDecoder
 from zoo.models.model import Model
@@ -38,7 +38,8 @@ class CountingMask:
 def lm(mask, n_layers: int = 4) -> Model:
     torch.manual_seed(0)
     embedder = TokenEmbedder(VOCAB, BLOCK.d_model, max_len=32, positions="none")
-    return Model(embedder, mask, BLOCK, n_layers, LMHead(BLOCK.d_model, VOCAB), context=32, rotary=True).eval()
+    net = Model(embedder, mask, BLOCK, n_layers, LMHead(BLOCK.d_model, VOCAB), context=32, rotary=True)
+    return randomise(net).eval()
 
 
 def test_a_pattern_tiles_over_the_layers_and_is_cut_at_the_last():
@@ -130,6 +131,7 @@ def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
     net = EncoderDecoder(TokenEmbedder(VOCAB, 16, 32, positions="none"), TokenEmbedder(VOCAB, 16, 32, positions="none"),
                          cfg, 4, 1, LMHead(16, VOCAB), context=32, encoder_mask=PerLayer([NoMask(), CausalMask()]),
                          encoder_bias=RelativePositionBias(4, bidirectional=True)).eval()
+    randomise(net)
     tokens, padding, _ = batch()
     bias = net.encoder.bias(LENGTH, LENGTH, 0)
     keys = padding[:, None, None, :]
@@ -148,11 +150,13 @@ def test_rotary_and_relative_bias_are_one_mechanism_in_both_containers():
     torch.manual_seed(0)
     net = Model(TokenEmbedder(VOCAB, 16, 32, positions="none"), CausalMask(), BLOCK, 2, LMHead(16, VOCAB), context=32,
                 bias=RelativePositionBias(BLOCK.n_heads, bidirectional=False)).eval()
+    randomise(net)
     cache = net.new_cache()
     steps = [net(tokens[:, :3], cache=cache)] + [net(tokens[:, i : i + 1], cache=cache) for i in range(3, LENGTH)]
     assert_matches(torch.cat(steps, dim=1), net(tokens), what="Model with a relative bias, cached")
     net = EncoderDecoder(TokenEmbedder(VOCAB, 16, 32, positions="none"), TokenEmbedder(VOCAB, 16, 32, positions="none"),
                          BLOCK, 1, 2, LMHead(16, VOCAB), context=32, rotary=True).eval()
+    randomise(net)
     memory = net.encode(tokens)
     cache = net.new_cache()
     steps = [net.decode(tokens[:, i : i + 1], memory, cache=cache) for i in range(LENGTH)]

@@ -17,7 +17,7 @@ from PIL import Image
 from transformers import (BertConfig, BertModel, BertTokenizerFast, GPT2Config, GPT2LMHeadModel, T5Config,
                           T5ForConditionalGeneration, ViTConfig, ViTForImageClassification)
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from test_hub_source import hub, put_in_cache  # noqa: F401 (hub is a fixture)
 from test_init_from import word_level_tokenizer
 from test_tower import _llava
@@ -52,7 +52,7 @@ def padded_ids(vocab: int, pad_from: int = 11) -> tuple[torch.Tensor, torch.Tens
 @torch.no_grad()
 def test_bert_features_are_the_reference_hidden_states_at_every_layer():
     torch.manual_seed(0)
-    hf = BertModel(tiny_bert_config()).eval()
+    hf = randomise(BertModel(tiny_bert_config()).eval())
     with pytest.warns(UserWarning, match="no MLM head"):
         net = bert._from_config_and_state(hf.config.to_dict(), hf.state_dict(), "BertModel")
     no_head(net)
@@ -68,8 +68,8 @@ def test_bert_features_are_the_reference_hidden_states_at_every_layer():
 @torch.no_grad()
 def test_gpt2_features_are_the_reference_hidden_states_and_the_model_is_left_as_it_was():
     torch.manual_seed(0)
-    hf = GPT2LMHeadModel(GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4,
-                                    attn_implementation="sdpa")).eval()
+    hf = randomise(GPT2LMHeadModel(GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4,
+                                              attn_implementation="sdpa")).eval())
     net = gpt2.from_transformers(hf).eval()
     x = torch.randint(0, 97, (3, 20), generator=torch.Generator().manual_seed(1))
     logits = net(x)
@@ -87,6 +87,7 @@ def test_t5_features_of_either_tower():
     torch.manual_seed(0)
     hf = T5ForConditionalGeneration(T5Config(vocab_size=60, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                                              num_decoder_layers=3, num_heads=4, decoder_start_token_id=0)).eval()
+    randomise(hf)
     net = t5.from_transformers(hf)
     no_head(net)
     source, real = padded_ids(60)
@@ -142,7 +143,7 @@ def texts_override(texts: list[str]) -> str:
 def bert_folder(path: Path, seed: int = 0) -> BertModel:
     """A tiny random ``BertModel`` saved with ``save_pretrained`` and its WordPiece ``vocab.txt``."""
     torch.manual_seed(seed)
-    hf = BertModel(tiny_bert_config(vocab_size=len(SPECIALS) + len(WORDS))).eval()
+    hf = randomise(BertModel(tiny_bert_config(vocab_size=len(SPECIALS) + len(WORDS))).eval(), seed=seed)
     hf.save_pretrained(path)
     (path / "vocab.txt").write_text("\n".join([*SPECIALS, *WORDS]) + "\n")
     return hf
@@ -242,6 +243,7 @@ def test_a_plain_bert_folder_gives_normalised_means_and_options_override(tmp_pat
 def test_a_gpt2_folder_embeds_a_chosen_layer(tmp_path):
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=len(WORDS) + 1, n_positions=24, n_embd=16, n_layer=3, n_head=2)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path / "gpt")
     word_level_tokenizer(WORDS).save(str(tmp_path / "gpt" / "tokenizer.json"))
     got = torch.tensor(embed(tmp_path, f"init_from={tmp_path / 'gpt'}", texts_override(TEXTS), "layer=1"))
@@ -258,6 +260,7 @@ def test_a_vit_folder_embeds_images_by_their_cls_vector_or_mean(tmp_path):
     torch.manual_seed(0)
     hf = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
                                              num_attention_heads=4, intermediate_size=48, num_labels=3)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path / "vit")
     pixels = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
     files = []

@@ -11,27 +11,18 @@ from omegaconf import OmegaConf, open_dict
 import transformers as T
 from omegaconf import OmegaConf, open_dict
 
-from exactness import assert_matches
+from exactness import assert_matches, assert_untied, randomise
 from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, modernbert, t5, videomae, vit,
                          vitdet, vivit, whisper, yolos)
 from zoo.convert.common import build_net, compose_config, shape_overrides
 from zoo.convert.export import FAMILIES, to_hf
 
 
-def _randomise(hf, scale: float):
-    """Hugging Face zero-initialises CLS tokens and positions and gives norms ones/zeros: give
-    every weight a value worth comparing."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * scale)
-    return hf
-
-
 def _untied_t5(config):
     """A T5 v1.1: a head of its own (transformers 5 ties it at construction whatever the config says)."""
     hf = T.T5ForConditionalGeneration(config)
     hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    assert_untied(hf)
     return hf
 
 
@@ -55,18 +46,18 @@ CASES = {
                                                        num_key_value_heads=2, max_position_embeddings=32,
                                                        rope_theta=5000.0)),
               llama, "llama", lambda c: shape_overrides(llama.llama_shape(c)), {"vocab_size": 50}),
-    "vit": (lambda: _randomise(T.ViTForImageClassification(T.ViTConfig(image_size=32, patch_size=8, num_labels=5,
-                                                                       **VISION)), 0.5),
+    "vit": (lambda: (T.ViTForImageClassification(T.ViTConfig(image_size=32, patch_size=8, num_labels=5,
+                                                                       **VISION))),
             vit, "vit", lambda c: shape_overrides(vit.vit_shape(c)),
             {"num_classes": 5, "image_size": 32, "channels": 3}),
     "t5": (lambda: T.T5ForConditionalGeneration(T.T5Config(**T5_SHAPE)),
            t5, "t5", lambda c: shape_overrides(t5.t5_shape(c, True)), {"vocab_size": 40}),
     "t5_v1_1": (lambda: _untied_t5(T.T5Config(**T5_SHAPE, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
                 t5, "t5", lambda c: shape_overrides(t5.t5_shape(c, False)), {"vocab_size": 40}),
-    "whisper": (lambda: _randomise(T.WhisperForConditionalGeneration(T.WhisperConfig(
+    "whisper": (lambda: (T.WhisperForConditionalGeneration(T.WhisperConfig(
         vocab_size=50, num_mel_bins=8, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=24, decoder_ffn_dim=24, max_source_positions=6,
-        max_target_positions=20, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)), 0.02),
+        max_target_positions=20, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1))),
         whisper, "whisper", lambda c: shape_overrides(whisper.whisper_shape(c)), {"vocab_size": 50}),
     "mistral": (lambda: T.MistralForCausalLM(T.MistralConfig(vocab_size=50, hidden_size=16, intermediate_size=40,
                                                              num_hidden_layers=2, num_attention_heads=4,
@@ -79,31 +70,31 @@ CASES = {
                                                              max_position_embeddings=64, block_size=4,
                                                              num_random_blocks=2, attention_type="block_sparse")),
                 big_bird, "bigbird", lambda c: shape_overrides(big_bird.big_bird_shape(c)), {"vocab_size": 50}),
-    "modernbert": (lambda: _randomise(T.ModernBertForMaskedLM(T.ModernBertConfig(
+    "modernbert": (lambda: (T.ModernBertForMaskedLM(T.ModernBertConfig(
         vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         max_position_embeddings=64, local_attention=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        cls_token_id=1, sep_token_id=2)), 0.02),
+        cls_token_id=1, sep_token_id=2))),
         modernbert, "modernbert", lambda c: shape_overrides(modernbert.modernbert_shape(c)), {"vocab_size": 50}),
     "gpt_neo": (lambda: T.GPTNeoForCausalLM(T.GPTNeoConfig(vocab_size=50, hidden_size=16, num_layers=3, num_heads=2,
                                                            max_position_embeddings=64, window_size=5,
                                                            attention_types=[[["global", "local"], 1], [["local"], 1]])),
                 gpt_neo, "gpt_neo", lambda c: shape_overrides(gpt_neo.gpt_neo_shape(c)),
                 {"vocab_size": 50}),
-    "vivit": (lambda: _randomise(T.VivitForVideoClassification(T.VivitConfig(**VIDEO, tubelet_size=[2, 4, 4])), 0.02),
+    "vivit": (lambda: (T.VivitForVideoClassification(T.VivitConfig(**VIDEO, tubelet_size=[2, 4, 4]))),
               vivit, "vivit", lambda c: shape_overrides(vivit.vivit_shape(c)),
               {"num_classes": 3, "num_frames": 4, "image_size": 8, "channels": 3}),
-    "videomae": (lambda: _randomise(T.VideoMAEForVideoClassification(T.VideoMAEConfig(**VIDEO, tubelet_size=2,
-                                                                                      patch_size=4)), 0.02),
+    "videomae": (lambda: (T.VideoMAEForVideoClassification(T.VideoMAEConfig(**VIDEO, tubelet_size=2,
+                                                                                      patch_size=4))),
                  videomae, "videomae", lambda c: shape_overrides(videomae.videomae_shape(c)),
                  {"num_classes": 3, "num_frames": 4, "image_size": 8, "channels": 3}),
-    "yolos": (lambda: _randomise(T.YolosForObjectDetection(T.YolosConfig(
+    "yolos": (lambda: (T.YolosForObjectDetection(T.YolosConfig(
         **VISION, image_size=[16, 16], patch_size=4, num_detection_tokens=3, num_labels=3,
-        use_mid_position_embeddings=False)), 0.5),
+        use_mid_position_embeddings=False))),
         yolos, "yolos", lambda c: shape_overrides(yolos.yolos_shape(c)),
         {"num_classes": 3, "image_size": 16, "channels": 3}),
-    "vitdet": (lambda: _randomise(T.VitDetModel(T.VitDetConfig(
+    "vitdet": (lambda: (T.VitDetModel(T.VitDetConfig(
         hidden_size=16, num_hidden_layers=3, num_attention_heads=2, mlp_ratio=2, image_size=16, pretrain_image_size=16,
-        patch_size=2, window_size=4, window_block_indices=[0, 1])), 0.02),
+        patch_size=2, window_size=4, window_block_indices=[0, 1]))),
         vitdet, "vitdet",
         lambda c: [*shape_overrides(vitdet.vitdet_shape(c)), "model.net.head={_target_:torch.nn.Identity}"],
         {"num_classes": 1, "image_size": 16, "channels": 3}),
@@ -127,20 +118,45 @@ UNTOUCHED = {"bigbird": lambda name: name.startswith("bert.pooler."),
 @pytest.mark.parametrize("family", list(CASES))
 @torch.no_grad()
 def test_round_trips(family):
+    """HF -> zoo: the import gives the reference's outputs (so a swap in the import mapping fails here:
+    the export inverts that mapping on a probe and would cancel it); zoo -> HF: the exported model gives
+    the zoo net's outputs; HF -> zoo -> HF -> zoo: the same weights. Both sides are randomised (every
+    weight, norm and bias away from its init), so two weights that are equal at init cannot be confused."""
     build, module, model, overrides, dims = CASES[family]
     torch.manual_seed(0)
-    hf = build().eval()
+    hf = randomise(build().eval())
+    if family == "t5_v1_1":
+        assert_untied(hf)
     zoo = module.from_transformers(hf).eval()
     net_cfg = resolved_net(model, overrides(hf.config.to_dict()), dims)
-    back, untouched = to_hf(zoo, net_cfg, type(hf).__name__)
     exported = FAMILIES[type(hf).__name__]
     x = exported.example(net_cfg)
+    assert_matches(exported.ours(zoo, x), exported.outputs(hf, x), what=f"{family}: HF -> zoo outputs")
+    back, untouched = to_hf(zoo, net_cfg, type(hf).__name__)
     assert_matches(exported.outputs(back, x), exported.outputs(hf, x), what=f"{family}: HF -> zoo -> HF outputs")
     again = module.from_transformers(back).state_dict()
     assert again.keys() == zoo.state_dict().keys()
     assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
     unread = UNTOUCHED.get(family, lambda name: False)
     assert untouched == [k for k in back.state_dict() if unread(k)]  # every other Hugging Face weight is written
+
+
+@pytest.mark.parametrize("family", list(CASES))
+@torch.no_grad()
+def test_a_randomised_zoo_net_exports_to_its_outputs(family):
+    """zoo -> HF on a zoo net drawn away from its init (not one that came from Hugging Face): the
+    exported model gives the net's outputs under the shared bound, and reads back to the same weights."""
+    build, module, model, overrides, dims = CASES[family]
+    torch.manual_seed(0)
+    hf = build().eval()
+    net_cfg = resolved_net(model, overrides(hf.config.to_dict()), dims)
+    net = randomise(module.from_transformers(hf), seed=3).eval()
+    exported = FAMILIES[type(hf).__name__]
+    x = exported.example(net_cfg)
+    out, _ = to_hf(net, net_cfg, type(hf).__name__)
+    assert_matches(exported.outputs(out, x), exported.ours(net, x), what=f"{family}: zoo -> HF outputs")
+    again = module.from_transformers(out).state_dict()
+    assert all(torch.equal(again[k], v) for k, v in net.state_dict().items()), "zoo -> HF -> zoo weights"
 
 
 def resolved_net(model: str, overrides: list[str], dims: dict) -> dict:
@@ -183,7 +199,7 @@ def test_a_zoo_checkpoint_becomes_a_folder_transformers_loads(tmp_path, shakespe
 
 
 def saved_checkpoint(path, model: str, dims: dict, *overrides: str):
-    """A zoo checkpoint of ``model=<model>`` (built as train.py builds it, untrained) at ``path``:
+    """A zoo checkpoint of ``model=<model>`` (built as train.py builds it, its net randomised unless it starts from a folder) at ``path``:
     what ``zoo export`` reads, without a training run."""
     from zoo.registry import name_of
     from zoo.train.run import objective
@@ -192,6 +208,8 @@ def saved_checkpoint(path, model: str, dims: dict, *overrides: str):
     with open_dict(cfg):
         cfg.dims = dims
     built = objective(cfg)
+    if not any(o.startswith("model.init_from=") for o in overrides):
+        randomise(built.net, seed=2)  # away from the zoo's init too: norms, biases, positions
     torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
                 "state_dict": built.state_dict()}, path)
     return built.eval()
@@ -238,6 +256,7 @@ def test_zoo_export_writes_a_t5_checkpoint_that_auto_model_loads(tmp_path):
 
     torch.manual_seed(0)
     hf = _untied_t5(T.T5Config(**T5_SHAPE, feed_forward_proj="gated-gelu", tie_word_embeddings=False)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path / "in")
     dims = {"vocab_size": 40, "eos_id": 2, "bos_id": 1, "pad_id": 0}
     saved_checkpoint(tmp_path / "t5.ckpt", "t5", dims, f"model.init_from={tmp_path / 'in'}")

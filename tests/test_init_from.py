@@ -18,7 +18,7 @@ from transformers import (CLIPVisionConfig, GPT2Config, GPT2LMHeadModel, LlamaCo
 
 from bert_wikitext_files import WORDS as WIKITEXT_WORDS, write_wikitext
 from conftest import run_train
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from test_transformer_multi30k import write_corpus
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
@@ -75,6 +75,7 @@ def objective_from(model: str, path, dims: dict, *overrides: str):
 def tiny_gpt2(path, vocab: int = 50, **config) -> GPT2LMHeadModel:
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=24, n_embd=16, n_layer=2, n_head=2, **config)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     return hf
 
@@ -84,6 +85,7 @@ def tiny_llama(path, vocab: int = 50, **config) -> LlamaForCausalLM:
     hf = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=40, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
                                       **config)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     return hf
 
@@ -92,8 +94,7 @@ def tiny_vit(path, labels: int = 10) -> ViTForImageClassification:
     torch.manual_seed(0)
     hf = ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2,
                                              num_attention_heads=2, intermediate_size=24, num_labels=labels)).eval()
-    with torch.no_grad():  # the classifier starts at zero: give it values worth comparing
-        hf.classifier.weight.normal_()
+    randomise(hf)
     hf.save_pretrained(path)
     return hf
 
@@ -103,6 +104,7 @@ def tiny_vit(path, labels: int = 10) -> ViTForImageClassification:
 def test_gpt2_folder_gives_the_hf_logits(tmp_path, fmt):
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=24, n_embd=16, n_layer=2, n_head=2)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path, safe_serialization=fmt != "bin", **({"max_shard_size": "10KB"} if fmt == "sharded" else {}))
     if fmt == "sharded":
         assert (tmp_path / "model.safetensors.index.json").is_file()
@@ -165,6 +167,7 @@ def test_t5_folder_gives_the_hf_logits(tmp_path, ff, tied):
     if not tied:  # a v1.1 head of its own (transformers 5 ties at construction whatever the config says)
         hf.config.tie_word_embeddings = False
         hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    randomise(hf)
     hf.save_pretrained(tmp_path)
     model = objective_from("t5", tmp_path, {"vocab_size": T5_DATA_VOCAB})
     assert model.hparams.net["tie_embeddings"] == tied and model.hparams.net["n_decoder_layers"] == 3
@@ -193,6 +196,7 @@ def tiny_t5_real(path, tokenizer: Tokenizer, padded_vocab: int) -> T5ForConditio
         vocab_size=padded_vocab, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
         relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0,
         pad_token_id=0, eos_token_id=1)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
     return hf
@@ -256,6 +260,7 @@ def test_whisper_folder_gives_the_hf_logits(tmp_path):
         vocab_size=99, num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=30,
         max_target_positions=40, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path)
     model = objective_from("whisper", tmp_path, {"vocab_size": 99, "eos_id": 2, "bos_id": 1, "pad_id": 0})
     assert model.hparams.net["encoder_embedder"]["max_len"] == 30 and model.hparams.net["context"] == 40
@@ -272,6 +277,7 @@ def test_llava_folder_gives_the_hf_logits(tmp_path):
     text = LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
     hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text, image_token_index=5)).eval()
+    randomise(hf)
     hf.save_pretrained(tmp_path)
     dims = {"vocab_size": 64, "image_token_id": 5, "prompt": "{question}", "metric": "exact_match"}
     model = objective_from("llava", tmp_path, dims)
@@ -288,6 +294,7 @@ def test_llava_folder_gives_the_hf_logits(tmp_path):
 @pytest.mark.parametrize("family", ["vivit", "videomae"])
 def test_video_folder_gives_the_hf_logits(tmp_path, family):
     hf = tiny_video(family)
+    randomise(hf)
     hf.save_pretrained(tmp_path)
     dims = {"num_classes": 5, "num_frames": 4, "image_size": 16, "channels": 3, "class_names": list("abcde"),
             "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3}
@@ -347,6 +354,7 @@ def t5_on_multi30k(path) -> tuple[torch.Tensor, list[str], dict]:
     hf = T5ForConditionalGeneration(T5Config(
         vocab_size=tokenizer.get_vocab_size() + 102, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
         relative_attention_num_buckets=8, relative_attention_max_distance=20, decoder_start_token_id=0)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
     return (hf.get_input_embeddings().weight, ["data=multi30k", "data.batch_size=4", "model.net.context=32"],
@@ -383,6 +391,7 @@ def whisper_on_fsdd(path) -> tuple[torch.Tensor, list[str], dict]:
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_source_positions=1500, max_target_positions=64, pad_token_id=end, bos_token_id=end,
         eos_token_id=end, decoder_start_token_id=start)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
     overrides = ["data=fsdd", "data.batch_size=2", "data.val_takes=1", "data.test_passes=1",
@@ -412,6 +421,7 @@ def llava_on_shapes_vqa(path) -> tuple[torch.Tensor, list[str], dict]:
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96)
     hf = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text,
                                                    image_token_index=image)).eval()
+    randomise(hf)
     hf.save_pretrained(path)
     tokenizer.save(str(path / "tokenizer.json"))
     overrides = ["data=shapes_vqa", "data.batch_size=2", "data.val_size=2", "data.test_size=2"]

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from test_init_from import VIT_DIMS, objective_from
 from zoo.cli.commands import call
 from zoo.convert.vit import from_timm
@@ -26,13 +26,10 @@ NAME = "test_vit"  # timm's own test ViT: 371k parameters, 2 heads (the zoo ViT 
 
 
 def random_weights(name: str, file, **kwargs) -> torch.nn.Module:
-    """A timm model of ``name`` with random weights (head and CLS too: timm zero-initialises them),
-    its state dict written to ``file``."""
+    """A timm model of ``name`` drawn away from its init (head and CLS too: timm zero-initialises
+    them; norms too), its state dict written to ``file``."""
     torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, **kwargs).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
+    model = randomise(timm.create_model(name, pretrained=False, **kwargs).eval())
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(file))
     return model
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.cli.describe import build
 from zoo.convert.common import build_net, load_mapped
 from zoo.models.encoder_decoder import FORMER_KEYS, EncoderDecoder
@@ -35,7 +35,7 @@ def test_containers_name_their_towers(model, names):
 
 def _llava(seed: int = 0):
     torch.manual_seed(seed)
-    return build_net("llava", TINY_LLAVA, LLAVA_DIMS)
+    return randomise(build_net("llava", TINY_LLAVA, LLAVA_DIMS), seed=seed)
 
 
 def test_llava_vision_tower_keeps_only_the_layers_it_reads():

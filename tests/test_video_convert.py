@@ -5,20 +5,12 @@ import torch
 from hydra.errors import InstantiationException
 from transformers import VideoMAEConfig, VideoMAEForVideoClassification, VivitConfig, VivitForVideoClassification
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert import videomae, vivit
 from zoo.convert.common import build_net
 
 SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 48,
          "image_size": 16, "num_frames": 4, "num_labels": 5, "attn_implementation": "sdpa"}
-
-
-def _randomise(model: torch.nn.Module) -> None:
-    """Hugging Face zero-initialises the CLS and positions and gives LayerNorms ones/zeros:
-    give every weight a value worth comparing."""
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
 
 
 def tiny_video(family: str) -> torch.nn.Module:
@@ -28,7 +20,7 @@ def tiny_video(family: str) -> torch.nn.Module:
         hf = VivitForVideoClassification(VivitConfig(**SHAPE, tubelet_size=[2, 4, 4])).eval()
     else:
         hf = VideoMAEForVideoClassification(VideoMAEConfig(**SHAPE, tubelet_size=2, patch_size=4)).eval()
-    _randomise(hf)
+    randomise(hf)
     return hf
 
 
@@ -50,7 +42,7 @@ def test_hf_vivit_logits_match(dtype):
     torch.manual_seed(0)
     act = "gelu_fast" if dtype == torch.float32 else "gelu_pytorch_tanh"
     hf = VivitForVideoClassification(VivitConfig(**SHAPE, tubelet_size=[2, 4, 4], hidden_act=act)).eval()
-    _randomise(hf)
+    randomise(hf)
     net = vivit.from_transformers(hf)
     assert net.embedder.output_length(None) == 1 + 2 * 4 * 4  # CLS + 2 tubelets in time x 4 x 4 in space
     _compare(hf, net, dtype, f"ViViT logits ({dtype})")
@@ -64,7 +56,7 @@ def test_hf_videomae_logits_match(dtype, options):
     float64 throughout (SDPA as well)."""
     torch.manual_seed(0)
     hf = VideoMAEForVideoClassification(VideoMAEConfig(**SHAPE, tubelet_size=2, patch_size=4, **options)).eval()
-    _randomise(hf)
+    randomise(hf)
     net = videomae.from_transformers(hf)
     assert net.embedder.cls is None and net.stack.blocks[0].attn.k.bias is None
     _compare(hf, net, dtype, f"VideoMAE logits ({dtype}, {options})")

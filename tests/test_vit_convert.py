@@ -6,7 +6,7 @@ import torch
 from hydra.errors import InstantiationException
 from transformers import ViTConfig, ViTForImageClassification
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert.common import build_net
 from zoo.convert.vit import from_timm, from_timm_state_dict, from_transformers
 
@@ -18,7 +18,7 @@ def test_hf_vit_logits_match(dtype):
     torch.manual_seed(0)
     cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
                     image_size=16, patch_size=4, num_channels=3, num_labels=5, attn_implementation="sdpa")
-    hf = ViTForImageClassification(cfg).eval()
+    hf = randomise(ViTForImageClassification(cfg).eval())
     net = from_transformers(hf).eval()
     hf, net = hf.to(dtype), net.to(dtype)
     images = torch.randn(3, 3, 16, 16, dtype=dtype)
@@ -28,20 +28,21 @@ def test_hf_vit_logits_match(dtype):
     assert_matches(got, expected, what="ViT logits")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("options", [
     {},                                                          # CLS token pooling, final norm
     {"global_pool": "avg"},                                      # mean of patches, then fc_norm
     {"pre_norm": True, "qkv_bias": False, "in_chans": 1},        # norm after positions, no q/k/v bias
 ])
-def test_timm_vit_logits_match(options):
+def test_timm_vit_logits_match(options, dtype):
+    """float64 too: timm's fused attention (SDPA) computes in the input's dtype throughout."""
     torch.manual_seed(0)
     ref = timm.models.vision_transformer.VisionTransformer(
         img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=4, mlp_ratio=1.5, num_classes=7, **options).eval()
-    with torch.no_grad():  # timm zero-initialises the head and CLS: give them values worth comparing
-        for p in ref.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
+    randomise(ref)  # timm zero-initialises the head and CLS, norms at ones/zeros
     net = from_timm(ref).eval()
-    images = torch.randn(2, options.get("in_chans", 3), 16, 16)
+    ref, net = ref.to(dtype), net.to(dtype)
+    images = torch.randn(2, options.get("in_chans", 3), 16, 16, dtype=dtype)
     with torch.no_grad():
         expected, got = ref(images), net(images)
     assert_matches(got, expected, what="timm ViT logits")

@@ -9,13 +9,14 @@ import pytest
 import torch
 from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.data.audio import SAMPLE_RATE, LogMel
 from zoo.convert.whisper import from_transformers
 from zoo.nn.positions import sinusoids
 
 
-def tiny_whisper(attn_implementation: str = "eager") -> WhisperForConditionalGeneration:
+def tiny_whisper(attn_implementation: str = "eager", randomised: bool = True) -> WhisperForConditionalGeneration:
+    """A tiny Whisper, every parameter drawn away from its init unless ``randomised`` is false."""
     torch.manual_seed(0)
     cfg = WhisperConfig(
         vocab_size=99, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
@@ -23,7 +24,8 @@ def tiny_whisper(attn_implementation: str = "eager") -> WhisperForConditionalGen
         max_source_positions=30, max_target_positions=40, pad_token_id=0, bos_token_id=1, eos_token_id=2,
         decoder_start_token_id=1, attn_implementation=attn_implementation,
     )
-    return WhisperForConditionalGeneration(cfg).eval()
+    hf = WhisperForConditionalGeneration(cfg).eval()
+    return randomise(hf) if randomised else hf
 
 
 def test_log_mel_matches_whisper_feature_extractor():
@@ -42,22 +44,29 @@ def test_log_mel_matches_whisper_feature_extractor():
 
 
 @pytest.mark.parametrize("attn,dtype", [("eager", torch.float32), ("sdpa", torch.float32), ("sdpa", torch.float64)])
-def test_converted_whisper_logits_match(attn, dtype):
-    """float64 under SDPA: the reference then computes in float64 throughout."""
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_converted_whisper_logits_match(attn, dtype, side):
+    """On a randomised reference, with padded decoder targets (left and right; compared at the real
+    positions) of an odd length. float64 under SDPA: the reference then computes in float64 throughout."""
     hf = tiny_whisper(attn)
     zoo = from_transformers(hf).eval()
     hf, zoo = hf.to(dtype), zoo.to(dtype)
     features = torch.randn(2, 80, 2 * hf.config.max_source_positions, dtype=dtype)
     target = torch.randint(3, 99, (2, 9))
+    real = torch.ones(2, 9, dtype=torch.bool)
+    real[1, 6:] = False  # the second target is 6 long, padded to 9
+    if side == "left":
+        real = real.flip(1)
+    target = target.masked_fill(~real, 0)
     with torch.no_grad():
-        ref = hf(input_features=features, decoder_input_ids=target).logits
-        ours = zoo(features, target)
+        ref = hf(input_features=features, decoder_input_ids=target, decoder_attention_mask=real.long()).logits
+        ours = zoo(features, target, target_padding=real)
     assert ours.shape == ref.shape == (2, 9, 99)
-    assert_matches(ours, ref, what="Whisper logits")
+    assert_matches(ours, ref, where=real[..., None], what=f"Whisper logits ({side} padding)")
 
 
 def test_converter_copies_the_stored_position_table():
-    hf = tiny_whisper()
+    hf = tiny_whisper(randomised=False)  # at init: its table is the formula
     with torch.no_grad():  # a table that differs from the formula must still be copied exactly
         hf.model.encoder.embed_positions.weight.add_(0.5)
     zoo = from_transformers(hf)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForObjectDetection, YolosConfig, YolosForObjectDetection
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from test_export import saved_checkpoint
 from test_init_from import objective_from
 from zoo.convert import yolos
@@ -20,15 +20,11 @@ SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "i
 
 
 def _model(**options) -> YolosForObjectDetection:
-    """Hugging Face zero-initialises the CLS, detection tokens and positions and gives LayerNorms
-    ones/zeros: give every weight a value worth comparing (scale 0.5, so that the logits are large
-    enough for the set loss's matching to be far from ties)."""
+    """A tiny YOLOS drawn away from its init (Hugging Face zero-initialises the CLS, detection tokens
+    and positions; its norms start at ones/zeros); its logits are large enough for the set loss's
+    matching to be far from ties."""
     torch.manual_seed(0)
-    hf = YolosForObjectDetection(YolosConfig(**SHAPE | options)).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.5)
-    return hf
+    return randomise(YolosForObjectDetection(YolosConfig(**SHAPE | options)).eval())
 
 
 def _targets(counts: list[int]) -> list[dict[str, torch.Tensor]]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import BigBirdConfig, BigBirdForMaskedLM
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert.big_bird import big_bird_shape, from_transformers
 from zoo.nn.sparse import BigBirdMask, bigbird_counts
 
@@ -23,7 +23,7 @@ def reference(dtype=torch.float32) -> BigBirdForMaskedLM:
                            intermediate_size=64, max_position_embeddings=64, block_size=BLOCK,
                            num_random_blocks=RANDOM, attention_type="block_sparse", pad_token_id=0,
                            bos_token_id=1, eos_token_id=2, sep_token_id=3)
-    return BigBirdForMaskedLM(config).to(dtype).eval()
+    return randomise(BigBirdForMaskedLM(config).eval()).to(dtype)
 
 
 def compare(length: int, dtype: torch.dtype, padded_rows: int = 0) -> None:
@@ -39,7 +39,12 @@ def compare(length: int, dtype: torch.dtype, padded_rows: int = 0) -> None:
         want = hf(input_ids=ids, attention_mask=real.long()).logits
         got = zoo(ids, key_padding=real)
     assert hf.bert.attention_type == ("block_sparse" if length > (5 + 2 * RANDOM) * BLOCK else "original_full")
-    assert_matches(got, want, where=real[..., None].expand_as(want), what=f"BigBird logits, length {length}")
+    # float64 on the block-sparse path: transformers' own sparse kernels are ~5e-9 off on a randomised
+    # reference (its original_full path agrees to 1e-14; cause not pinned), so 1e-7 there: still far
+    # below an erf / tanh GELU mix-up (~1e-4) and 100x tighter than fp32's bound
+    loose = dtype == torch.float64 and hf.bert.attention_type == "block_sparse"
+    assert_matches(got, want, where=real[..., None].expand_as(want), what=f"BigBird logits, length {length}",
+                   atol=1e-7 if loose else None)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -51,8 +56,9 @@ def test_a_length_that_is_not_a_whole_number_of_blocks_matches_hugging_faces_pad
     compare(46, torch.float32)
 
 
-def test_a_short_sequence_gets_full_attention_as_in_hugging_face():
-    compare(28, torch.float32, padded_rows=3)
+@pytest.mark.parametrize("length,padded", [(28, 3), (3, 1)])  # the second: shorter than one block
+def test_a_short_sequence_gets_full_attention_as_in_hugging_face(length, padded):
+    compare(length, torch.float32, padded_rows=padded)
 
 
 def test_the_mask_really_cuts():

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert.bert import load_checkpoint_dir, from_transformers
 
 
@@ -17,14 +17,15 @@ def tiny_config(**kw) -> BertConfig:
 
 
 def batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Token ids (2, 16), segments, and a padding mask whose second row ends in 5 pads."""
+    """Token ids (2, 16), segments, and a padding mask whose second row ends in 5 pads (id 0).
+    BERT pads on the right only (learned absolute positions from 0)."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (2, 16), generator=g)
     segments = torch.zeros_like(ids)
     segments[:, 8:] = 1
     padding = torch.ones_like(ids, dtype=torch.bool)
     padding[1, 11:] = False
-    return ids, segments, padding
+    return ids.masked_fill(~padding, 0), segments, padding
 
 
 def hidden_states(net: torch.nn.Module, ids, segments, padding) -> torch.Tensor:
@@ -41,7 +42,7 @@ def hidden_states(net: torch.nn.Module, ids, segments, padding) -> torch.Tensor:
 def test_mlm_logits_match_bert_for_masked_lm(dtype):
     """float64 too: BERT under SDPA computes in float64 throughout."""
     torch.manual_seed(0)
-    hf = BertForMaskedLM(tiny_config()).eval()
+    hf = randomise(BertForMaskedLM(tiny_config()).eval())
     net = from_transformers(hf)
     hf, net = hf.to(dtype), net.to(dtype)
     ids, segments, padding = batch(97)
@@ -55,7 +56,7 @@ def test_mlm_logits_match_bert_for_masked_lm(dtype):
 @torch.no_grad()
 def test_keep_scores_only_the_kept_positions():
     torch.manual_seed(0)
-    net = from_transformers(BertForMaskedLM(tiny_config()).eval())
+    net = from_transformers(randomise(BertForMaskedLM(tiny_config()).eval()))
     ids, segments, padding = batch(97)
     keep = torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.3
     full = net(ids, key_padding=padding, segments=segments)
@@ -66,7 +67,7 @@ def test_keep_scores_only_the_kept_positions():
 @torch.no_grad()
 def test_checkpoint_dir_reproduces_bert_model_hidden_states(tmp_path, fmt):
     torch.manual_seed(0)
-    hf = BertModel(tiny_config()).eval()
+    hf = randomise(BertModel(tiny_config()).eval())
     hf.save_pretrained(tmp_path, safe_serialization=fmt == "safetensors")
     with pytest.warns(UserWarning, match="no MLM head"):
         net = load_checkpoint_dir(tmp_path)

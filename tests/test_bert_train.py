@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from bert_wikitext_files import WORDS, write_wikitext
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.train.checkpoint import load
 from zoo.convert.common import compose_config
 from zoo.data.tokenizers import tokenizer_from_state
@@ -46,6 +46,7 @@ def write_hf_checkpoint(path) -> BertForMaskedLM:
     torch.manual_seed(0)
     hf = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=24, num_hidden_layers=1, num_attention_heads=2,
                                     intermediate_size=40, max_position_embeddings=40)).eval()
+    randomise(hf)  # norms and biases away from 1 and 0: the folder's every tensor must land in its place
     hf.save_pretrained(path)
     (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     return hf

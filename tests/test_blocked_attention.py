@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.nn.attention import attention
 from zoo.nn.blocked import Band, blocked_attention, plan
 from zoo.nn.masks import CausalMask, GridWindowMask, LocalMask, NoMask, PrefixLMMask
@@ -74,8 +74,8 @@ def lm(mask, backend: str):
 
     torch.manual_seed(0)
     block = BlockConfig(d_model=16, n_heads=4, d_ff=32, n_kv_heads=2)
-    return Model(TokenEmbedder(30, 16, max_len=300, positions="none"), mask, block, 2, LMHead(16, 30), context=300,
-                 rotary=True, attention_backend=backend)
+    return randomise(Model(TokenEmbedder(30, 16, max_len=300, positions="none"), mask, block, 2, LMHead(16, 30),
+                           context=300, rotary=True, attention_backend=backend))
 
 
 @pytest.mark.parametrize("mask", [LocalMask(40), StridedMask(32)], ids=repr)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
+from text_batches import padded_tokens
 from zoo.convert.gpt2 import from_transformers
 from zoo.inference.sampling import filter_logits, generate
 
@@ -13,7 +14,7 @@ def tiny_gpt2() -> GPT2LMHeadModel:
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=97, n_positions=40, n_embd=48, n_layer=3, n_head=4, bos_token_id=0, eos_token_id=0,
                      attn_implementation="sdpa")
-    return GPT2LMHeadModel(cfg).eval()
+    return randomise(GPT2LMHeadModel(cfg).eval())
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +26,15 @@ def pair():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_logits_match_transformers_gpt2(dtype):
     """fp32: within fp32 rounding; float64: GPT-2 under SDPA computes in float64 throughout,
-    so a wrong formula could not hide under rounding noise."""
+    so a wrong formula could not hide under rounding noise. One row right-padded, one left-padded:
+    only the real positions are compared (a pad's output is meaningless in both)."""
     hf = tiny_gpt2()
     zoo = from_transformers(hf).eval()
     hf, zoo = hf.to(dtype), zoo.to(dtype)
-    x = torch.randint(0, 97, (3, 40))
+    x, real = padded_tokens(97, 40)
     with torch.no_grad():
-        assert_matches(zoo(x), hf(x).logits, what="GPT-2 logits")
+        assert_matches(zoo(x, key_padding=real), hf(x, attention_mask=real.long()).logits, real[..., None],
+                       what="GPT-2 logits")
 
 
 def test_head_is_tied_to_the_token_embedding(pair):
@@ -60,9 +63,15 @@ def test_greedy_with_cache_equals_full_recomputation(pair):
 
 
 def test_generation_past_the_context_crops(pair):
-    _, zoo = pair  # context 40: 50 new tokens force the cache to restart
-    out = generate(zoo, torch.zeros(1, 3, dtype=torch.long), 50, temperature=1.0, top_k=5)
+    """Context 40: 50 new tokens force the cache to restart; every token is still the greedy
+    choice given the last 40 tokens (recomputed from scratch on the cropped window)."""
+    _, zoo = pair
+    out = generate(zoo, torch.zeros(1, 3, dtype=torch.long), 50, temperature=0)
     assert out.shape == (1, 53)
+    with torch.no_grad():
+        for t in range(3, 53):
+            window = out[:, max(0, t - 40) : t]
+            assert zoo(window)[0, -1].argmax().item() == out[0, t].item(), f"token {t}"
 
 
 def test_top_k_and_top_p_filtering():

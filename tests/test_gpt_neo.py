@@ -9,7 +9,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from exactness import assert_matches  # noqa: E402
+from exactness import assert_matches, randomise  # noqa: E402
+from text_batches import padded_tokens  # noqa: E402
 from test_export import saved_checkpoint  # noqa: E402
 from test_init_from import objective_from  # noqa: E402
 from windowed import greedy_decoding_kept_keys  # noqa: E402
@@ -29,22 +30,23 @@ def tiny_gpt_neo(attention_types=(("global", "local"), 2)):
         window_size=WINDOW, attention_types=[[list(kinds), repeat]], bos_token_id=0, eos_token_id=0,
         attn_implementation="eager",
     )
-    return transformers.GPTNeoForCausalLM(cfg).eval()
+    return randomise(transformers.GPTNeoForCausalLM(cfg).eval())
 
 
+@pytest.mark.parametrize("length", [37, 5])  # not a multiple of the window; shorter than one
 @pytest.mark.parametrize("attention_types", [(("global", "local"), 2), (("local", "local", "global"), 1)])
-def test_gpt_neo_logits_match_transformers_with_a_window_that_cuts(attention_types):
+def test_gpt_neo_logits_match_transformers_with_a_window_that_cuts(attention_types, length):
     hf = tiny_gpt_neo(attention_types)
     net = from_transformers(hf).eval()
     kinds = {"global": CausalMask(), "local": LocalMask(WINDOW)}
     assert net.stack.layer_masks == [kinds[k] for k in hf.config.attention_layers]
     assert net.stack.blocks[0].attn.scale == 1.0
-    tokens = torch.randint(0, 97, (2, 40))  # 5x the window
+    tokens, real = padded_tokens(97, length)  # one row right-padded, one left-padded
     # fp32 only: GPT-Neo's eager attention casts queries and keys to float32 whatever the dtype
     with torch.no_grad():
-        ref = hf(tokens).logits
-        ours = net(tokens)
-    assert_matches(ours, ref, what="GPT-Neo logits")
+        ref = hf(tokens, attention_mask=real.long()).logits
+        ours = net(tokens, key_padding=real)
+    assert_matches(ours, ref, real[..., None], what="GPT-Neo logits")
 
 
 def test_the_window_cuts_in_the_reference_too():
@@ -90,7 +92,7 @@ def test_gpt_neo_folder_gives_the_hf_logits_and_exports_back_by_its_converter(tm
     net = model.hparams.net
     assert (net["n_layers"], net["context"], net["block"]["d_model"]) == (3, 48, 64)
     assert [m.get("window") for m in net["mask"]["masks"]] == [WINDOW, WINDOW, None]
-    tokens = torch.randint(0, 97, (2, 40))  # 5x the window
+    tokens = torch.randint(0, 97, (2, 37))  # not a multiple of the window
     ref = hf(tokens).logits
     assert_matches(model.net(tokens), ref, what="GPT-Neo logits from model.init_from")
     assert export(tmp_path / "neo.ckpt", tmp_path / "out") == ("GPTNeoForCausalLM", [])  # no hf_class= needed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.models.model import Model
 from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
@@ -62,7 +62,7 @@ def lm(mask, context: int = 64) -> Model:
     torch.manual_seed(0)
     block = BlockConfig(d_model=16, n_heads=4, d_ff=32, n_kv_heads=2)
     embedder = TokenEmbedder(30, 16, max_len=context, positions="none")
-    return Model(embedder, mask, block, 3, LMHead(16, 30), context=context, rotary=True).eval()
+    return randomise(Model(embedder, mask, block, 3, LMHead(16, 30), context=context, rotary=True).eval())
 
 
 def test_a_window_wider_than_the_context_is_refused_naming_both():

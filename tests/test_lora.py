@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import run_train
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.convert.common import build_net
 from zoo.train import lora
 from zoo.train.checkpoint import load, net_state
@@ -19,8 +19,8 @@ pytest.importorskip("peft", reason="LoRA needs the lora extra (pip install -e '.
 
 def tiny_gpt():
     torch.manual_seed(0)
-    return build_net("gpt", ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=2"],
-                     {"vocab_size": 40}).eval()
+    return randomise(build_net("gpt", ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=2"],
+                               {"vocab_size": 40}).eval())
 
 
 def test_adapters_go_on_the_named_block_layers_only_and_start_as_a_no_op():

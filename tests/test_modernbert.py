@@ -9,7 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from exactness import assert_matches  # noqa: E402
+from exactness import assert_matches, randomise  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
 from zoo.convert.modernbert import from_transformers, modernbert_shape  # noqa: E402
 from zoo.nn.masks import LocalMask, NoMask  # noqa: E402
@@ -28,17 +28,11 @@ def tiny_modernbert(**overrides):
         attn_implementation="sdpa",
     )
     cfg = transformers.ModernBertConfig(**(settings | overrides))
-    model = transformers.ModernBertForMaskedLM(cfg).eval()
-    with torch.no_grad():  # random norms and biases, so that a weight mapped to the wrong place shows
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(0.1 * torch.randn_like(p))
-            if "Wqkv" in name:  # sharp attention (at init it is nearly uniform), so that positions matter
-                p.mul_(10)
-    return model
+    return randomise(transformers.ModernBertForMaskedLM(cfg).eval())
 
 
-def test_modernbert_logits_match_transformers_with_padding_and_a_window_that_cuts():
+@pytest.mark.parametrize("length", [37, 5])  # not a multiple of the window of 8; shorter than one
+def test_modernbert_logits_match_transformers_with_padding_and_a_window_that_cuts(length):
     hf = tiny_modernbert()
     net = from_transformers(hf)
     local = LocalMask(WINDOW, causal=False)
@@ -48,10 +42,10 @@ def test_modernbert_logits_match_transformers_with_padding_and_a_window_that_cut
     d_head = 16  # the slowest angle of a position, 1 / base ** ((d_head - 2) / d_head), tells the base
     for table, base in ((tables[0], 160000.0), (tables[1], 10000.0)):
         assert table.cos[1, d_head // 2 - 1].item() == pytest.approx(torch.tensor(base ** (2 / d_head - 1)).cos().item())
-    tokens = torch.randint(3, VOCAB, (2, 40))  # 5x the window
-    padding = torch.ones(2, 40, dtype=torch.bool)
-    padding[1, 29:] = False  # the second sequence is 29 tokens long
-    tokens[1, 29:] = 0
+    tokens = torch.randint(3, VOCAB, (2, length))
+    padding = torch.ones(2, length, dtype=torch.bool)
+    padding[1, length * 3 // 4:] = False  # the second sequence is right-padded (ModernBERT pads right)
+    tokens[1, length * 3 // 4:] = 0
     with torch.no_grad():
         ref = hf(tokens, attention_mask=padding.long()).logits
         ours = net(tokens, key_padding=padding)

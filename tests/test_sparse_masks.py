@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exactness import assert_matches
+from exactness import assert_matches, randomise
 from zoo.models.model import Model
 from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
@@ -88,7 +88,7 @@ def test_bad_settings_are_refused_naming_the_value(make, match):
 def lm(mask, context: int = 32) -> Model:
     torch.manual_seed(0)
     block = BlockConfig(d_model=16, n_heads=4, d_ff=32)
-    return Model(TokenEmbedder(30, 16, max_len=context), mask, block, 2, LMHead(16, 30), context=context).eval()
+    return randomise(Model(TokenEmbedder(30, 16, max_len=context), mask, block, 2, LMHead(16, 30), context=context).eval())
 
 
 @pytest.mark.parametrize(("mask", "match"), [

@@ -8,7 +8,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from exactness import assert_matches  # noqa: E402
+from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from zoo.convert.t5 import from_transformers, load_pretrained  # noqa: E402
 from zoo.data.batches import PaddedTokens  # noqa: E402
 from zoo.data.span_corruption import SpanCorruption, noise_spans  # noqa: E402
@@ -25,7 +25,12 @@ def tiny_t5(feed_forward_proj: str, tied: bool, decoder_layers: int = 3):
         relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj=feed_forward_proj,
         tie_word_embeddings=tied, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
     )
-    return transformers.T5ForConditionalGeneration(cfg).eval()
+    model = transformers.T5ForConditionalGeneration(cfg).eval()
+    if not tied:  # transformers 5 ties the head at construction despite tie_word_embeddings=False
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+        assert_untied(model)
+    return randomise(model)
 
 
 def batch():
@@ -37,18 +42,31 @@ def batch():
     return source.masked_fill(~padding, 0), padding, torch.randint(2, VOCAB, (3, 23), generator=g)
 
 
+def target_padding() -> torch.Tensor:
+    """(3, 23): True at real target positions; rows 0 and 2 end in pads (T5 pads targets right)."""
+    real = torch.ones(3, 23, dtype=torch.bool)
+    real[0, 15:] = False
+    real[2, 6:] = False
+    return real
+
+
 @pytest.mark.parametrize("ff,tied", [("relu", True), ("gated-gelu", False), ("gelu", True), ("gated-silu", False)],
                          ids=["v1.0", "v1.1", "exact-gelu", "gated-silu"])  # "gelu" is erf GELU, "gated-gelu" tanh
 def test_logits_match_transformers(ff, tied):
     hf = tiny_t5(ff, tied)
     net = from_transformers(hf)
+    if not tied:
+        assert net.head.proj.weight is not net.decoder.embedder.tokens.weight
     source, padding, target = batch()
+    real = target_padding()
+    target = target.masked_fill(~real, 0)
     with torch.no_grad():
-        ref = hf(input_ids=source, attention_mask=padding.long(), decoder_input_ids=target).logits
-        out = net(source, target, padding)
-    # every target position is real (only the source is padded): compare every logit. fp32 only:
-    # transformers' T5LayerNorm computes its variance in float32 whatever the dtype.
-    assert_matches(out, ref, what=f"T5 {ff} logits")
+        ref = hf(input_ids=source, attention_mask=padding.long(), decoder_input_ids=target,
+                 decoder_attention_mask=real.long()).logits
+        out = net(source, target, padding, real)
+    # source and targets padded: compare the real target positions. fp32 only: transformers'
+    # T5LayerNorm computes its variance in float32 whatever the dtype.
+    assert_matches(out, ref, real[..., None], what=f"T5 {ff} logits")
 
 
 def test_greedy_matches_transformers_generate():
@@ -171,6 +189,7 @@ def test_t5_trains_on_text_blocks_through_span_corruption():
                           "model.net.block.d_model=32", "model.net.block.n_heads=2", "model.net.block.d_ff=64"])
     with open_dict(cfg):
         cfg.dims = {"vocab_size": 300, "pad_id": 0}
+    torch.manual_seed(0)
     model = objective(cfg)
     assert model.net.head.proj.out_features == 300 + 102
     tokens = torch.randint(1, 300, (4, 48))
@@ -180,4 +199,10 @@ def test_t5_trains_on_text_blocks_through_span_corruption():
     assert batch.target_in[:, 0].eq(300 + 101).all() and batch.source.max() < 402
     loss, n = model.loss(batch)
     assert torch.isfinite(loss) and n > 0
-    loss.backward()
+    model.eval()  # no dropout: the loss of the one batch is a deterministic function of the weights
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(10):  # a few steps on the one batch: the loss the objective reports falls
+        optimiser.zero_grad()
+        model.loss(batch)[0].backward()
+        optimiser.step()
+    assert model.loss(batch)[0] < loss - 0.5  # ~6.0 (ln 402) -> ~5.2

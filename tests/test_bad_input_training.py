@@ -3,11 +3,13 @@ that holds a run is never silently reused."""
 
 import csv
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import TINY_GPT, run_train
+from conftest import ROOT, TINY_GPT, run_train
 from zoo.train.run_dir import claim
 
 QUICK = [*TINY_GPT, "test=false", "model.sample_tokens=0"]
@@ -69,28 +71,47 @@ def test_overwrite_removes_the_earlier_run_first(tmp_path, shakespeare_dir):
     assert "9.0" not in (run / "metrics.csv").read_text()
 
 
-def test_run_directory_check(tmp_path, monkeypatch):
-    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"):
-        monkeypatch.delenv(var, raising=False)
+def test_run_directory_check(tmp_path):
     run = tmp_path / "run"
-    claim(run, None, overwrite=False)  # nothing there yet
+    claim(run, None, overwrite=False, global_rank=0)  # nothing there yet
     _earlier_run(run)
     with pytest.raises(FileExistsError, match="pass overwrite=true"):
-        claim(run, str(tmp_path / "other" / "checkpoints" / "last.ckpt"), overwrite=False)
-    claim(run, str(run / "checkpoints" / "last.ckpt"), overwrite=False)  # resumes this run
-    # the processes a launcher starts into the run re-enter its directory by design
-    for var, value in [("LOCAL_RANK", "1"), ("NODE_RANK", "1"), ("RANK", "1"), ("SLURM_PROCID", "3")]:
-        monkeypatch.setenv(var, value)
-        claim(run, None, overwrite=False)
-        monkeypatch.delenv(var)
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    with pytest.raises(FileExistsError):
-        claim(run, None, overwrite=False)
+        claim(run, str(tmp_path / "other" / "checkpoints" / "last.ckpt"), overwrite=False, global_rank=0)
+    claim(run, str(run / "checkpoints" / "last.ckpt"), overwrite=False, global_rank=0)  # resumes this run
+    # the other ranks re-enter the directory rank 0 claimed, by design
+    claim(run, None, overwrite=False, global_rank=1)
     (run / "tensorboard").mkdir()  # an earlier run's logger files go too
     (run / "mlflow.db").write_text("")
-    claim(run, None, overwrite=True)
+    claim(run, None, overwrite=True, global_rank=0)
     assert not any((run / name).exists() for name in ("checkpoints", "config.yaml", "tensorboard", "mlflow.db"))
+
+
+def test_a_stray_slurm_procid_does_not_skip_the_run_directory_check(tmp_path, monkeypatch):
+    """Lightning runs this process as rank 0 (no SLURM job around it): the check must hold."""
+    from zoo.cli.commands import call
+
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    run = tmp_path / "run"
+    _earlier_run(run)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        call("train", [*QUICK, "trainer=cpu", f"paths.output_dir={run}", "trainer.max_steps=2"])
+    assert (run / "config.yaml").read_text() == "earlier: run\n"
+
+
+def test_a_run_directory_in_use_refuses_a_second_run_naming_the_first(tmp_path):
+    run = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from zoo.train.run_dir import claim; "
+         f"claim(Path({str(run)!r}), None, False, 0); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FileExistsError, match=rf"in use by a run still going \(PID {holder.pid} on "):
+            claim(run, None, overwrite=True, global_rank=0)  # not even overwrite=true takes it
+    finally:
+        holder.kill()
+        holder.wait()
+    claim(run, None, overwrite=False, global_rank=0)  # free once that run has ended
 
 
 def test_the_shuffled_order_follows_the_run_seed():

@@ -65,21 +65,23 @@ def build(cfg: DictConfig):
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite)
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule, model = build(cfg)
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     if cfg.detect_nan:
         callbacks.append(StopOnNonFinite())
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    # The trainer's strategy knows this process's global rank (not a stray SLURM_PROCID or RANK).
+    run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite, trainer.global_rank)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, model = build(cfg)
+    # Before anything is written: the logger's first call deletes metrics.csv, config.yaml is rewritten.
+    check_resumable(cfg.ckpt_path, model)
     for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if trainer.is_global_zero:
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    check_resumable(cfg.ckpt_path, model)
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):

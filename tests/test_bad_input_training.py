@@ -86,7 +86,12 @@ def test_run_directory_check(tmp_path):
     assert not any((run / name).exists() for name in ("checkpoints", "config.yaml", "tensorboard", "mlflow.db"))
 
 
-def test_a_stray_slurm_procid_does_not_skip_the_run_directory_check(tmp_path, monkeypatch):
+def _in_process(run, data_dir, *overrides: str) -> list[str]:
+    return [*QUICK, "trainer=cpu", f"paths.output_dir={run}", f"paths.data_dir={data_dir}",
+            f"paths.cache_dir={run.parent / 'cache'}", "trainer.max_steps=2", *overrides]
+
+
+def test_a_stray_slurm_procid_does_not_skip_the_run_directory_check(tmp_path, shakespeare_dir, monkeypatch):
     """Lightning runs this process as rank 0 (no SLURM job around it): the check must hold."""
     from zoo.cli.commands import call
 
@@ -94,8 +99,20 @@ def test_a_stray_slurm_procid_does_not_skip_the_run_directory_check(tmp_path, mo
     run = tmp_path / "run"
     _earlier_run(run)
     with pytest.raises(FileExistsError, match="already holds a run"):
-        call("train", [*QUICK, "trainer=cpu", f"paths.output_dir={run}", "trainer.max_steps=2"])
+        call("train", _in_process(run, shakespeare_dir))
     assert (run / "config.yaml").read_text() == "earlier: run\n"
+
+
+def test_a_resume_from_an_unreadable_checkpoint_changes_nothing_of_the_run(tmp_path, shakespeare_dir):
+    from zoo.cli.commands import call
+
+    run = tmp_path / "run"
+    _earlier_run(run)  # its last.ckpt is truncated (not a checkpoint)
+    (run / "hparams.yaml").write_text("earlier: hparams\n")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(RuntimeError, match="last.ckpt could not be read"):
+        call("train", _in_process(run, shakespeare_dir, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 
 
 def test_a_run_directory_in_use_refuses_a_second_run_naming_the_first(tmp_path):

@@ -148,3 +148,23 @@ def test_the_shuffled_order_follows_the_run_seed():
 
     assert first_batches(1) == first_batches(1)
     assert first_batches(1) != first_batches(2)
+
+
+@pytest.mark.slow
+def test_a_diverging_sweep_trial_is_failed_and_the_sweep_goes_on(tmp_path, shakespeare_dir):
+    """Trials 0-3 draw lr=1e3 (sampler seed 1234) and diverge; 4 and 5 train; the sweep ends with its results."""
+    import os
+
+    env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, str(ROOT / "train.py"), "-m", "hparams_search=gpt_optuna", f"hydra.sweep.dir={sweep}",
+           "hydra.sweeper.n_trials=6", 'hydra.sweeper.params={optim.lr:"choice(1e-3,1e3)"}', "optim.warmup_steps=0",
+           "trainer.max_steps=6", "trainer.val_check_interval=3", "data.check=false", "model.net.n_layers=1",
+           "model.net.context=32", "model.net.block.d_model=32", "model.net.block.n_heads=2", "data.batch_size=4",
+           "data.val_batches=2", "model.sample_tokens=0"]
+    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert log.count("Failed experiment: the training loss is nan") + log.count("Failed experiment: val/loss=nan") >= 1
+    assert "best_value" in (sweep / "optimization_results.yaml").read_text()
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == [str(i) for i in range(6)]

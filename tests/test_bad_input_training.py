@@ -3,11 +3,13 @@ that holds a run is never silently reused."""
 
 import csv
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import TINY_GPT, run_train
+from conftest import ROOT, TINY_GPT, run_train
 from zoo.train.run_dir import claim
 
 QUICK = [*TINY_GPT, "test=false", "model.sample_tokens=0"]
@@ -69,28 +71,64 @@ def test_overwrite_removes_the_earlier_run_first(tmp_path, shakespeare_dir):
     assert "9.0" not in (run / "metrics.csv").read_text()
 
 
-def test_run_directory_check(tmp_path, monkeypatch):
-    for var in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"):
-        monkeypatch.delenv(var, raising=False)
+def test_run_directory_check(tmp_path):
     run = tmp_path / "run"
-    claim(run, None, overwrite=False)  # nothing there yet
+    claim(run, None, overwrite=False, global_rank=0)  # nothing there yet
     _earlier_run(run)
     with pytest.raises(FileExistsError, match="pass overwrite=true"):
-        claim(run, str(tmp_path / "other" / "checkpoints" / "last.ckpt"), overwrite=False)
-    claim(run, str(run / "checkpoints" / "last.ckpt"), overwrite=False)  # resumes this run
-    # the processes a launcher starts into the run re-enter its directory by design
-    for var, value in [("LOCAL_RANK", "1"), ("NODE_RANK", "1"), ("RANK", "1"), ("SLURM_PROCID", "3")]:
-        monkeypatch.setenv(var, value)
-        claim(run, None, overwrite=False)
-        monkeypatch.delenv(var)
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    with pytest.raises(FileExistsError):
-        claim(run, None, overwrite=False)
+        claim(run, str(tmp_path / "other" / "checkpoints" / "last.ckpt"), overwrite=False, global_rank=0)
+    claim(run, str(run / "checkpoints" / "last.ckpt"), overwrite=False, global_rank=0)  # resumes this run
+    # the other ranks re-enter the directory rank 0 claimed, by design
+    claim(run, None, overwrite=False, global_rank=1)
     (run / "tensorboard").mkdir()  # an earlier run's logger files go too
     (run / "mlflow.db").write_text("")
-    claim(run, None, overwrite=True)
+    claim(run, None, overwrite=True, global_rank=0)
     assert not any((run / name).exists() for name in ("checkpoints", "config.yaml", "tensorboard", "mlflow.db"))
+
+
+def _in_process(run, data_dir, *overrides: str) -> list[str]:
+    return [*QUICK, "trainer=cpu", f"paths.output_dir={run}", f"paths.data_dir={data_dir}",
+            f"paths.cache_dir={run.parent / 'cache'}", "trainer.max_steps=2", *overrides]
+
+
+def test_a_stray_slurm_procid_does_not_skip_the_run_directory_check(tmp_path, shakespeare_dir, monkeypatch):
+    """Lightning runs this process as rank 0 (no SLURM job around it): the check must hold."""
+    from zoo.cli.commands import call
+
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    run = tmp_path / "run"
+    _earlier_run(run)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        call("train", _in_process(run, shakespeare_dir))
+    assert (run / "config.yaml").read_text() == "earlier: run\n"
+
+
+def test_a_resume_from_an_unreadable_checkpoint_changes_nothing_of_the_run(tmp_path, shakespeare_dir):
+    from zoo.cli.commands import call
+
+    run = tmp_path / "run"
+    _earlier_run(run)  # its last.ckpt is truncated (not a checkpoint)
+    (run / "hparams.yaml").write_text("earlier: hparams\n")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(RuntimeError, match="last.ckpt could not be read"):
+        call("train", _in_process(run, shakespeare_dir, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
+
+
+def test_a_run_directory_in_use_refuses_a_second_run_naming_the_first(tmp_path):
+    run = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from zoo.train.run_dir import claim; "
+         f"claim(Path({str(run)!r}), None, False, 0); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FileExistsError, match=rf"in use by a run still going \(PID {holder.pid} on "):
+            claim(run, None, overwrite=True, global_rank=0)  # not even overwrite=true takes it
+    finally:
+        holder.kill()
+        holder.wait()
+    claim(run, None, overwrite=False, global_rank=0)  # free once that run has ended
 
 
 def test_the_shuffled_order_follows_the_run_seed():
@@ -110,3 +148,23 @@ def test_the_shuffled_order_follows_the_run_seed():
 
     assert first_batches(1) == first_batches(1)
     assert first_batches(1) != first_batches(2)
+
+
+@pytest.mark.slow
+def test_a_diverging_sweep_trial_is_failed_and_the_sweep_goes_on(tmp_path, shakespeare_dir):
+    """Trials 0-3 draw lr=1e3 (sampler seed 1234) and diverge; 4 and 5 train; the sweep ends with its results."""
+    import os
+
+    env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, str(ROOT / "train.py"), "-m", "hparams_search=gpt_optuna", f"hydra.sweep.dir={sweep}",
+           "hydra.sweeper.n_trials=6", 'hydra.sweeper.params={optim.lr:"choice(1e-3,1e3)"}', "optim.warmup_steps=0",
+           "trainer.max_steps=6", "trainer.val_check_interval=3", "data.check=false", "model.net.n_layers=1",
+           "model.net.context=32", "model.net.block.d_model=32", "model.net.block.n_heads=2", "data.batch_size=4",
+           "data.val_batches=2", "model.sample_tokens=0"]
+    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert log.count("Failed experiment: the training loss is nan") + log.count("Failed experiment: val/loss=nan") >= 1
+    assert "best_value" in (sweep / "optimization_results.yaml").read_text()
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == [str(i) for i in range(6)]

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from conftest import ROOT, TINY_GPT, run_train
@@ -93,6 +94,31 @@ def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir, 
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     a, b = _losses(straight), _losses(run)
     assert sorted(b) == list(range(40, 60))  # the resumed run's log
+    for step in b:
+        assert b[step] == pytest.approx(a[step], abs=1e-6), step
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_saves_and_resumes_to_the_same_losses(tmp_path, shakespeare_dir):
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    common = [*QUICK, "optim.decay_steps=60", "trainer.val_check_interval=250"]  # no checkpoint before the end
+    run_train(straight, shakespeare_dir, *common, "trainer.max_steps=60")
+    env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONUNBUFFERED="1")
+    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
+                              "trainer.max_steps=100000"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not ((run / "metrics.csv").exists() and len(_losses(run)) >= 25) and time.monotonic() < deadline:
+        assert first.poll() is None
+        time.sleep(0.2)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 143
+    stopped = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert 25 <= stopped < 60
+    run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    a, b = _losses(straight), _losses(run)
+    assert min(b) == stopped and max(b) == 59
     for step in b:
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from zoo.train.flops import peak_flops
 
@@ -80,3 +82,13 @@ class StopOnNonFinite(L.Callback):
                if w.is_floating_point() and not bool(torch.isfinite(w).all())]
         if bad:
             raise self._stop(f"{len(bad)} weight tensors (e.g. {bad[0]}) are not finite at step {self.step}")
+
+
+class SaveOnSigterm(L.Callback):
+    """On SIGTERM (what SLURM and Kubernetes send before killing) Lightning's loops stop with
+    ``SIGTERMException`` after the batch in progress: save ``last.ckpt`` there, so that the run
+    resumes from the step it reached (train.py then exits 143)."""
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit" and trainer.checkpoint_callback:
+            trainer.save_checkpoint(Path(trainer.checkpoint_callback.dirpath) / "last.ckpt")

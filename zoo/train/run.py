@@ -13,7 +13,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.train import compat, run_dir
-from zoo.train.callbacks import StopOnNonFinite
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from zoo.train.callbacks import SaveOnSigterm, StopOnNonFinite
 from zoo.train.checkpoint import check_resumable
 from zoo.viz.plots import plot_curves
 
@@ -65,27 +67,35 @@ def build(cfg: DictConfig):
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite)
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule, model = build(cfg)
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     if cfg.detect_nan:
         callbacks.append(StopOnNonFinite())
+    callbacks.append(SaveOnSigterm())
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    # The trainer's strategy knows this process's global rank (not a stray SLURM_PROCID or RANK).
+    run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite, trainer.global_rank)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, model = build(cfg)
+    # Before anything is written: the logger's first call deletes metrics.csv, config.yaml is rewritten.
+    check_resumable(cfg.ckpt_path, model)
     for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if trainer.is_global_zero:
         out = Path(cfg.paths.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    check_resumable(cfg.ckpt_path, model)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    if cfg.get("test"):
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
-        metrics.update({k: float(v) for r in results for k, v in r.items()})
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+        if cfg.get("test"):
+            best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+            results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+            metrics.update({k: float(v) for r in results for k, v in r.items()})
+    except SIGTERMException:  # Lightning's is a SystemExit with code 0: a killed run must not read as done
+        print(f"SIGTERM at step {trainer.global_step}: stopped; resume with "
+              f"ckpt_path={Path(cfg.paths.output_dir) / 'checkpoints' / 'last.ckpt'}", flush=True)
+        raise SystemExit(143) from None
     log = Path(cfg.paths.output_dir) / "metrics.csv"
     if trainer.is_global_zero and log.exists():
         plot_curves(log, Path(cfg.paths.output_dir) / "curves.png")

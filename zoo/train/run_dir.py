@@ -1,11 +1,15 @@
 """One run per run directory: a second run into a directory that holds one stops, resumes it, or
-(``overwrite=true``) first removes the earlier run's files."""
+(``overwrite=true``) first removes the earlier run's files; a run that is still going holds a lock
+on its directory, so that a second one started beside it is refused whatever it asks."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import socket
 from pathlib import Path
+from typing import IO
 
 # What a run leaves in its directory (train.py, the logger, the objectives' end-of-run files).
 # Hydra's own .hydra/ and train.log belong to the run that is starting and are kept.
@@ -15,27 +19,48 @@ RUN_FILES = ("config.yaml", "metrics.csv", "hparams.yaml", "curves.png", "sample
 RUN_DIRS = ("checkpoints", "tensorboard", "wandb", "mlflow-artifacts")
 # The files whose presence means that the directory holds a run.
 MARKERS = ("config.yaml", "metrics.csv", "checkpoints")
+LOCK = ".lock"  # holds "PID@host" of the run that has the directory; locked while that run lives
+
+_held: IO[str] | None = None  # this process's lock (one run at a time per process: a sweep's trials)
 
 
-def launched_into_run() -> bool:
-    """Whether this process is not global rank 0 of its run, from the variables the launchers set:
-    torchrun sets RANK, SLURM's srun SLURM_PROCID; Lightning's DDP children get LOCAL_RANK >= 1 (and
-    NODE_RANK on other nodes). Those processes re-enter the run directory rank 0 has claimed, by design."""
-    for global_rank in ("RANK", "SLURM_PROCID"):
-        if global_rank in os.environ:
-            return int(os.environ[global_rank]) != 0
-    return int(os.environ.get("LOCAL_RANK", 0)) != 0 or int(os.environ.get("NODE_RANK", 0)) != 0
-
-
-def claim(out: Path, ckpt_path: str | None, overwrite: bool) -> None:
-    """Make ``out`` this run's directory, on global rank 0 before any other process starts.
+def lock(out: Path) -> None:
+    """Lock ``out`` for this process until it exits or locks another directory.
 
     Raises:
-        FileExistsError: ``out`` holds an earlier run, ``ckpt_path`` is not one of its
-            checkpoints and ``overwrite`` is false.
+        FileExistsError: another live process holds ``out``, named by its PID and host.
     """
-    if launched_into_run():
+    global _held
+    if _held is not None:
+        _held.close()  # the previous trial's directory (the lock goes with the file description)
+        _held = None
+    out.mkdir(parents=True, exist_ok=True)
+    handle = open(out / LOCK, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise FileExistsError(f"{out} is in use by a run still going ({holder}): wait for it to end, or pick "
+                              f"another hydra.run.dir") from None
+    handle.truncate(0)
+    handle.write(f"PID {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    _held = handle
+
+
+def claim(out: Path, ckpt_path: str | None, overwrite: bool, global_rank: int) -> None:
+    """Make ``out`` this run's directory, on global rank 0 (the trainer's strategy says which
+    process that is: the other ranks re-enter the directory rank 0 has claimed, by design).
+
+    Raises:
+        FileExistsError: a live run holds ``out``; or ``out`` holds an earlier run, ``ckpt_path``
+            is not one of its checkpoints and ``overwrite`` is false.
+    """
+    if global_rank != 0:
         return
+    lock(out)
     found = [name for name in MARKERS if (out / name).exists()]
     if not found:
         return

@@ -23,6 +23,7 @@ FAMILY_TESTS = {
     "yolos": ["tests/test_yolos_convert.py"],
     "masks": ["tests/test_local_mask.py", "tests/test_sparse_masks.py"],
     "positions": ["tests/test_positions.py"],
+    "blocked": ["tests/test_blocked_attention.py"],  # the block backend reads a mask's cells
 }
 
 # The erf GELU computed as tanh: a mutant per family that uses the erf GELU, so that each must catch it.
@@ -64,7 +65,7 @@ MUTANTS = [
      "old": "return (key - query).abs() <= window // 2", "new": "return (key - query).abs() < window // 2"},
     {"name": "nn_causal_mask_off_by_one", "file": "zoo/nn/masks.py", "families": ["attention", "gpt2"],
      "old": ".tril(k_len - q_len)", "new": ".tril(k_len - q_len + 1)"},
-    {"name": "nn_causal_cells_strict", "file": "zoo/nn/masks.py", "families": ["masks"],
+    {"name": "nn_causal_cells_strict", "file": "zoo/nn/masks.py", "families": ["masks", "blocked"],
      "old": "        return key <= query\n", "new": "        return key < query\n"},
     {"name": "nn_padding_mask_ignored", "file": "zoo/nn/masks.py", "families": ["bert", "attention"],
      "old": "return (None if key_padding is None else padding_mask(key_padding)), False",

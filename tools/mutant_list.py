@@ -45,6 +45,7 @@ MUTANTS = [
     *({"name": f"issue26_erf_gelu_as_tanh_{family}", "families": [family], **ERF_AS_TANH}
       for family in ("bert", "vit", "whisper", "video", "modernbert")),
     {"name": "issue26_bigbird_seed_plus_1", "file": "zoo/nn/sparse.py", "families": ["big_bird"],
+     "tests": ["tests/test_exact_extra.py"],
      "old": "torch.Generator().manual_seed(seed)", "new": "torch.Generator().manual_seed(seed + 1)"},
     # ---------------------------------------------------------------- zoo/nn
     {"name": "nn_attention_k_from_q", "file": "zoo/nn/attention.py", "families": ["attention", "gpt2"],

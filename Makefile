@@ -6,7 +6,7 @@ ARGS ?=
 EXTRAS ?= dev,loggers,sweep,video,detection,lora
 LOCK := requirements.lock
 
-.PHONY: train test test-all lock clean-venv bench bench-lock
+.PHONY: train test test-all mutants lock clean-venv bench bench-lock
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv $(VENV)
@@ -23,6 +23,9 @@ test: $(VENV)/.installed    ## the default test suite (a few minutes on 2 CPU co
 
 test-all: $(VENV)/.installed  ## everything, the slow tests too (what CI runs)
 	$(PY) -m pytest -q -m "" $(ARGS)
+
+mutants: $(VENV)/.installed  ## one-line mapping bugs (tools/mutant_list.py) the default suite must catch (make mutants ARGS="gpt2 --baseline")
+	$(PY) tools/mutants.py $(ARGS)
 
 lock:  ## resolve pyproject.toml's ranges afresh in a scratch venv and pin the result in requirements.lock
 	rm -rf .lock-venv && python3 -m venv .lock-venv

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from bert_wikitext_files import write_wikitext
 from conftest import run_train
@@ -101,5 +102,12 @@ def test_family_trains_under_ddp_cpu(family, tmp_path):
     data.mkdir()
     overrides = FAMILIES[family](data)
     run = tmp_path / "run"
-    run_train(run, data, *COMMON, *overrides)
-    assert (run / "checkpoints" / "last.ckpt").exists()
+    out = run_train(run, data, *COMMON, *overrides)
+    log = out.stdout + out.stderr
+    for rank in (0, 1):  # two processes really took part
+        assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/2" in log, f"{family}: rank {rank} never started"
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 3, f"{family}: {ckpt['global_step']} optimizer steps, not trainer.max_steps=3"
+    assert ckpt["optimizer_states"][0]["state"], f"{family}: the optimizer holds no state: nothing was trained"
+    bad = [name for name, value in ckpt["state_dict"].items() if value.is_floating_point() and not value.isfinite().all()]
+    assert not bad, f"{family}: non-finite weights after 3 DDP steps: {bad[:5]}"

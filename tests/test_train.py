@@ -26,11 +26,43 @@ def test_every_model_config_composes(model):
     assert cfg.model.net._target_ and hydra.utils.get_class(cfg.model._target_).accepts
 
 
-@pytest.mark.parametrize("group", ["data", "trainer", "experiment"])
-def test_every_other_config_composes(group):
+def _compose(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        for name in _options(group):
-            compose("train", overrides=[f"{group}={name}"])
+        return compose("train", overrides=list(overrides), return_hydra_config=True)
+
+
+@pytest.mark.parametrize("name", _options("data"))
+def test_every_data_config_composes_to_a_data_module(name):
+    from lightning import LightningDataModule
+
+    cfg = _compose(f"data={name}")
+    assert issubclass(hydra.utils.get_class(cfg.data._target_), LightningDataModule)
+
+
+@pytest.mark.parametrize("name", _options("trainer"))
+def test_every_trainer_config_names_only_trainer_arguments(name):
+    """A misspelt Trainer argument would fail only when a run starts: every key is one of Trainer's."""
+    import inspect
+
+    import lightning
+
+    cfg = _compose(f"trainer={name}")
+    assert cfg.trainer._target_ == "lightning.Trainer"
+    unknown = set(cfg.trainer) - {"_target_"} - set(inspect.signature(lightning.Trainer).parameters)
+    assert not unknown, f"trainer={name} sets {sorted(unknown)}, which lightning.Trainer does not take"
+
+
+@pytest.mark.parametrize("name", _options("experiment"))
+def test_every_experiment_composes_with_the_choices_it_names(name):
+    """An experiment's ``override /group: choice`` lines are what the composed run uses, and it names itself."""
+    text = (CONF / "experiment" / f"{name}.yaml").read_text()
+    overrides = dict(line.split("override /", 1)[1].split("#")[0].strip().split(": ")
+                     for line in text.splitlines() if "- override /" in line)
+    assert overrides, f"experiment={name} overrides no group"
+    cfg = _compose(f"experiment={name}")
+    choices = cfg.hydra.runtime.choices
+    assert {group: choices[group] for group in overrides} == overrides
+    assert cfg.task_name == name
 
 
 def _losses(run_dir: Path) -> dict[int, float]:

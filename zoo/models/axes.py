@@ -1,0 +1,68 @@
+"""What a model config chooses, grouped into the axes families differ along (docs/design.md):
+the mask, the embedder, the head, the Block preset, the positions, and the container (how many
+layers, how long a context, which of the two containers). Every key of a ``model.net`` config
+belongs to exactly one axis; a key that belongs to none is refused, so a family that varies in
+some other way is seen at once. :func:`differences` is what two configs differ in, by axis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+AXES = ("mask", "embedder", "head", "block", "positions", "container")
+# The first part of a key under ``model.net`` -> its axis.
+_AXIS_OF_TOP = {
+    "mask": "mask",
+    "embedder": "embedder", "encoder_embedder": "embedder", "decoder_embedder": "embedder", "share_embeddings": "embedder",
+    "head": "head", "tie_embeddings": "head",
+    "block": "block",
+    # positions acting inside attention: the rotary table and T5's relative bias, owned by the tower
+    "rotary": "positions", "rotary_base": "positions", "encoder_bias": "positions", "decoder_bias": "positions",
+    "_target_": "container", "n_layers": "container", "n_encoder_layers": "container", "n_decoder_layers": "container",
+    "context": "container", "final_norm": "container", "first_attn_norm": "container",
+    "attention_backend": "container", "init_std": "container",
+}
+
+
+def axis_of(key: str) -> str:
+    """The axis of a dotted key under ``model.net`` (``block.d_model`` -> ``block``); positions added
+    by an embedder (``embedder.positions``, ``encoder_embedder.positions``) are ``positions``."""
+    top, _, rest = key.partition(".")
+    if top not in _AXIS_OF_TOP:
+        raise ValueError(f"model.net.{key} belongs to none of the axes {AXES}: name its axis in zoo/models/axes.py")
+    axis = _AXIS_OF_TOP[top]
+    return "positions" if axis == "embedder" and rest.split(".")[0] == "positions" else axis
+
+
+def flat(net_cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
+    """A net config's leaves by dotted key, unresolved (``${..block.d_model}`` stays as written);
+    a list (a ``PerLayer`` pattern) is one leaf."""
+    tree = OmegaConf.to_container(net_cfg, resolve=False) if isinstance(net_cfg, DictConfig) else net_cfg
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out |= flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def group(net_cfg: DictConfig | dict) -> dict[str, dict[str, Any]]:
+    """A net config's leaves, by axis: {axis: {key: value}} (every axis present, maybe empty)."""
+    grouped: dict[str, dict[str, Any]] = {axis: {} for axis in AXES}
+    for key, value in flat(net_cfg).items():
+        grouped[axis_of(key)][key] = value
+    return grouped
+
+
+def differences(a: DictConfig | dict, b: DictConfig | dict) -> dict[str, list[str]]:
+    """The keys whose values differ between two net configs (or that one of them lacks), by axis;
+    axes with no difference are left out."""
+    fa, fb = flat(a), flat(b)
+    missing = object()
+    changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, missing) != fb.get(k, missing))
+    out: dict[str, list[str]] = {}
+    for key in changed:
+        out.setdefault(axis_of(key), []).append(key)
+    return out

@@ -74,3 +74,91 @@ def test_a_char_level_language_model_generates_in_the_text_generation_pipeline(t
     prompt = "Speak, "
     text = pipeline("text-generation", model=str(tmp_path / "out"))(prompt, max_new_tokens=12, do_sample=False)
     assert text[0]["generated_text"] == _generated(capsys, tmp_path / "lm.ckpt", prompt, 12)
+
+
+def _wordpiece() -> HFTokenizer:
+    """BERT's WordPiece of :data:`TEXT` (what data=wikitext trains), its specials first."""
+    return HFTokenizer.train_wordpiece([TEXT] * 4, 80, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+@pytest.mark.parametrize("model,layers", [("bert", 2), ("modernbert", 3)])  # ModernBERT: global, local, local
+@torch.no_grad()
+def test_a_masked_lm_fills_the_mask_in_the_fill_mask_pipeline(tmp_path, model, layers):
+    """The folder's tokenizer names [MASK] and wraps the text in [CLS] ... [SEP] as the zoo's data
+    does; the pipeline's top tokens and scores are the zoo net's at the masked place."""
+    from transformers import pipeline
+
+    tok = _wordpiece()
+    specials = [tok.token_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    dims = {"vocab_size": tok.vocab_size, "mask_id": specials[4], "special_ids": specials, "pad_id": 0}
+    net = checkpoint(tmp_path / "mlm.ckpt", model, dims, *TINY_LM[1:], f"model.net.n_layers={layers}", tokenizer=tok)
+    export(tmp_path / "mlm.ckpt", tmp_path / "out")
+    fill = pipeline("fill-mask", model=str(tmp_path / "out"), top_k=3)
+    found = fill("before we [MASK] any further")
+    ids = [specials[2], *tok.encode("before we [MASK] any further"), specials[3]]
+    at = ids.index(specials[4])
+    probs = net(torch.tensor([ids]))[0, at].softmax(-1)
+    best = probs.topk(3)
+    assert [f["token"] for f in found] == best.indices.tolist()
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+
+
+def _png(path: Path, size: int, seed: int = 0) -> Path:
+    """A random RGB image of ``size`` x ``size`` pixels written at ``path``."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+TINY_VISION = ["model.net.n_layers=2", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+               "model.net.block.d_ff=32"]
+NAMES = ["circle", "square", "triangle"]
+MEAN, STD = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+
+
+@torch.no_grad()
+def test_a_vit_classifies_in_the_image_classification_pipeline(tmp_path):
+    """preprocessor_config.json reads the image with the run's mean and std; id2label is the data's
+    class names; the pipeline's labels and scores are the zoo net's on the zoo's own reading."""
+    from transformers import pipeline
+
+    from zoo.data.images import load_image, to_tensor
+
+    dims = {"num_classes": 3, "image_size": 16, "channels": 3, "class_names": NAMES, "pixel_mean": MEAN,
+            "pixel_std": STD}
+    net = checkpoint(tmp_path / "vit.ckpt", "vit", dims, *TINY_VISION, "model.net.embedder.patch_size=4")
+    export(tmp_path / "vit.ckpt", tmp_path / "out")
+    image = _png(tmp_path / "x.png", 16)
+    found = pipeline("image-classification", model=str(tmp_path / "out"))(str(image), top_k=3)
+    probs = net(to_tensor(load_image(image), 16, mean=MEAN, std=STD)[None])[0].softmax(-1)
+    best = probs.topk(3)
+    assert [f["label"] for f in found] == [NAMES[i] for i in best.indices.tolist()]
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+
+
+def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
+    """The pipeline finds what ``zoo detect`` finds (labels by name, scores, boxes in pixels; the
+    pipeline rounds boxes down to whole pixels and does not clip them to the image, zoo detect does)."""
+    from transformers import pipeline
+
+    dims = {"num_classes": 3, "image_size": 32, "channels": 3, "class_names": NAMES, "max_objects": 3,
+            "pixel_mean": MEAN, "pixel_std": STD}
+    checkpoint(tmp_path / "yolos.ckpt", "yolos", dims, *TINY_VISION, "model.net.embedder.patch_size=8",
+               "model.net.embedder.n_detections=5")
+    export(tmp_path / "yolos.ckpt", tmp_path / "out")
+    image = _png(tmp_path / "x.png", 32)
+    capsys.readouterr()
+    call("detect", [f"ckpt={tmp_path / 'yolos.ckpt'}", f"image={image}", "threshold=0.0",
+                    f"out={tmp_path / 'drawn.png'}"])
+    ours = json.loads(capsys.readouterr().out)
+    theirs = pipeline("object-detection", model=str(tmp_path / "out"))(str(image), threshold=0.0)
+    theirs = sorted(theirs, key=lambda d: -d["score"])
+    assert len(theirs) == len(ours) == 5
+    assert [d["label"] for d in theirs] == [d["label"] for d in ours]
+    assert [d["score"] for d in theirs] == pytest.approx([d["score"] for d in ours], abs=1e-4)
+    for d, o in zip(theirs, ours):
+        box = [min(max(d["box"][k], 0), 32) for k in ("xmin", "ymin", "xmax", "ymax")]
+        assert box == pytest.approx(o["box"], abs=1.0)

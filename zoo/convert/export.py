@@ -510,7 +510,7 @@ def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]
         # the zoo letterboxes into its square (longer side scaled, padding at the bottom and right)
         config = _image_processor("YolosImageProcessor", e["image_size"], hparams)
         return {"preprocessor_config.json": config | {
-            "size": {"longest_edge": e["image_size"]}, "do_pad": True,
+            "size": {"shortest_edge": e["image_size"], "longest_edge": e["image_size"]}, "do_pad": True,
             "pad_size": {"height": e["image_size"], "width": e["image_size"]}, "format": "coco_detection"}}
     if hf_class in ("VivitForVideoClassification", "VideoMAEForVideoClassification"):
         kind = "VivitImageProcessor" if hf_class.startswith("Vivit") else "VideoMAEImageProcessor"

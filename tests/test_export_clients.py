@@ -162,3 +162,38 @@ def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
     for d, o in zip(theirs, ours):
         box = [min(max(d["box"][k], 0), 32) for k in ("xmin", "ymin", "xmax", "ymax")]
         assert box == pytest.approx(o["box"], abs=1.0)
+
+
+def _tiny_gpt(path: Path) -> torch.nn.Module:
+    tok = CharTokenizer.from_text(TEXT)
+    return checkpoint(path, "gpt", {"vocab_size": tok.vocab_size}, *TINY_LM, tokenizer=tok)
+
+
+def test_a_non_empty_out_is_refused_unless_overwrite_and_then_nothing_of_before_stays(tmp_path):
+    """A user's own file in ``out=`` is not overwritten; with ``overwrite=true`` the folder holds
+    the new export only (an earlier export's files of another family do not stay beside it)."""
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text('{"mine": true}')
+    with pytest.raises(FileExistsError, match="already holds files: .*overwrite=true"):
+        call("export", [f"ckpt={tmp_path / 'lm.ckpt'}", f"out={out}"])
+    assert (out / "config.json").read_text() == '{"mine": true}'
+    (out / "preprocessor_config.json").write_text("{}")  # as an earlier ViT export leaves
+    call("export", [f"ckpt={tmp_path / 'lm.ckpt'}", f"out={out}", "overwrite=true"])
+    assert not (out / "preprocessor_config.json").exists()
+    assert json.loads((out / "config.json").read_text())["model_type"] == "gpt2"
+    assert not list(tmp_path.glob(".out*")), "the partial folder is gone"
+
+
+def test_a_checkpoint_with_nan_weights_is_not_exported(tmp_path):
+    """NaN weights give NaN outputs on both sides, whose difference is NaN: the check fails on
+    it (``diff > tol`` is False for NaN) and names the tensor; nothing is written."""
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    ckpt = torch.load(tmp_path / "lm.ckpt", weights_only=True)
+    key = next(k for k in ckpt["state_dict"] if k.endswith("blocks.0.attn.q.weight"))
+    ckpt["state_dict"][key][0, 0] = float("nan")
+    torch.save(ckpt, tmp_path / "lm.ckpt")
+    with pytest.raises(ValueError, match=r"not finite .*blocks\.0\.attn\.q\.weight"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

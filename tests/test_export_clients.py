@@ -197,3 +197,38 @@ def test_a_checkpoint_with_nan_weights_is_not_exported(tmp_path):
     with pytest.raises(ValueError, match=r"not finite .*blocks\.0\.attn\.q\.weight"):
         export(tmp_path / "lm.ckpt", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+TEXT_PAIR = {"vocab_size": 40, "eos_id": 2, "bos_id": 1, "pad_id": 0}
+FROM_SCRATCH = {  # model -> (dims, overrides): a from-scratch checkpoint of every family with a class
+    "t5": (TEXT_PAIR, ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", "model.net.block.d_model=16",
+                       "model.net.block.n_heads=2", "model.net.block.d_ff=32"]),
+    "whisper": ({**TEXT_PAIR, "n_mels": 8}, ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+                                             "model.net.block.d_model=16", "model.net.block.n_heads=2",
+                                             "model.net.block.d_ff=32", "model.net.encoder_embedder.n_mels=8",
+                                             "model.net.encoder_embedder.max_len=16", "model.net.context=16"]),
+    "gpt_neo": ({"vocab_size": 30}, TINY_LM),
+    "llama": ({"vocab_size": 30}, TINY_LM),
+    "bigbird": ({"vocab_size": 30, "mask_id": 1, "special_ids": [0, 1]},
+                TINY_LM + ["model.net.mask.block_size=4", "model.net.mask.n_random=1"]),
+    "vivit": ({"num_classes": 3, "image_size": 8, "channels": 3, "num_frames": 4, "class_names": NAMES,
+               "pixel_mean": MEAN, "pixel_std": STD}, TINY_VISION),
+    "videomae": ({"num_classes": 3, "image_size": 8, "channels": 3, "num_frames": 4, "class_names": NAMES,
+                  "pixel_mean": MEAN, "pixel_std": STD}, TINY_VISION),
+}
+
+
+@pytest.mark.parametrize("model", sorted(FROM_SCRATCH))
+def test_a_from_scratch_checkpoint_of_every_family_exports_and_loads(tmp_path, model):
+    """Not only a checkpoint that came from a Hugging Face folder: T5's ``head_dim: null`` is its
+    ``d_kv`` of d_model / heads; the folder loads with the Auto class its config names."""
+    import transformers
+
+    dims, overrides = FROM_SCRATCH[model]
+    checkpoint(tmp_path / "m.ckpt", model, dims, *overrides)
+    written, _ = export(tmp_path / "m.ckpt", tmp_path / "out")
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "out")
+    loaded = getattr(transformers, written).from_pretrained(tmp_path / "out")
+    assert type(loaded).__name__ == written == config.architectures[0]
+    if "class_names" in dims:
+        assert loaded.config.id2label == dict(enumerate(NAMES))

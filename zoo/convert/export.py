@@ -544,7 +544,7 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
     belongs to another vocabulary), an encoder-decoder's start token, and the data's class
     names as ``id2label`` / ``label2id``."""
     out: dict[str, Any] = {}
-    if hparams.get("tokenizer"):
+    if hparams.get("tokenizer") or ids:  # a text model
         out = {f"{family.ids_prefix}{role}_token_id": ids.get(role) for role in ("pad", "bos", "eos")}
         if "n_decoder_layers" in hparams["net"] and ids.get("bos") is not None:
             out["decoder_start_token_id"] = ids["bos"]
@@ -594,9 +594,10 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
         net = lora.merge(net)
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
-    roles = (role_tokens(tokenizer, {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")})
-             if tokenizer is not None else {})
-    ids = {role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
+    own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
+    roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
+    ids = {role: i for role, i in own.items() if i is not None} | {
+        role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     if hf_class is None:

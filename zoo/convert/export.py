@@ -53,6 +53,7 @@ class Family:
     prepare: Callable[[nn.Module, dict[str, Any]], None] = lambda hf, net: None  # e.g. untie a head
     computed: tuple[str, ...] = ()  # zoo weights Hugging Face computes itself (not among its weights)
     ours: Callable[[nn.Module, Any], Tensor] = lambda net, x: net(*x) if isinstance(x, tuple) else net(x)  # the zoo's
+    ids_prefix: str = ""  # where the config keeps the special token ids (LLaVA: its text_config.)
 
 
 def _at(net: dict[str, Any], path: str) -> Any:
@@ -345,7 +346,7 @@ _FAMILIES = [
                "text_config": {"num_hidden_layers": net["n_layers"]},
                "vision_config": {"num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
            _llava_prompt, lambda hf, x: hf(input_ids=x[0], pixel_values=x[1]).logits,
-           extra=_llava_extra, ours=lambda net, x: net(x[0], images=x[1])),
+           extra=_llava_extra, ours=lambda net, x: net(x[0], images=x[1]), ids_prefix="text_config."),
 ]
 FAMILIES: dict[str, Family] = {f.hf_class: f for f in _FAMILIES}  # by transformers class
 BY_CONVERTER: dict[str, str] = {f.converter: f.hf_class for f in _FAMILIES if f.converter}  # model.converter -> class
@@ -363,11 +364,21 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def hf_config(family: Family, net: dict[str, Any], ids: dict[str, int | None] | None = None):
-    """The Hugging Face config of the zoo net config ``net`` (with the special token ``ids``,
+def _head_size(net: dict[str, Any]) -> dict[str, Any]:
+    """``net`` with its Block's ``head_dim`` stated (None means d_model / heads: T5's ``d_kv``
+    needs the number)."""
+    block = net.get("block")
+    if block is None or block.get("head_dim") is not None:
+        return net
+    return net | {"block": block | {"head_dim": block["d_model"] // block["n_heads"]}}
+
+
+def hf_config(family: Family, net: dict[str, Any], settings: dict[str, Any] | None = None):
+    """The Hugging Face config of the zoo net config ``net`` (with the run's own ``settings``,
     e.g. ``{"eos_token_id": 2}``), checked against the import's shape."""
     import transformers
 
+    net = _head_size(net)
     values = {key: _at(net, path) for key, path in family.keys.items()}
     if family.activation_key is not None:
         act = _at(net, "block.activation")
@@ -376,7 +387,7 @@ def hf_config(family: Family, net: dict[str, Any], ids: dict[str, int | None] | 
             raise ValueError(f"block.activation={act!r} has no {family.hf_class} equivalent "
                              f"(it has {sorted(set(family.activations.values()))})")
         values[family.activation_key] = names[0]
-    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | (ids or {})))
+    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | (settings or {})))
     shape = family.shape(config.to_dict(), net)
     differ = {k: (v, _at(net, k)) for k, v in shape.items() if _at(net, k) != v}
     if differ:
@@ -396,16 +407,16 @@ def _unique(state: dict[str, Tensor]) -> dict[str, Tensor]:
 
 @torch.no_grad()
 def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
-          ids: dict[str, int | None] | None = None) -> tuple[nn.Module, list[str]]:
+          settings: dict[str, Any] | None = None) -> tuple[nn.Module, list[str]]:
     """(a ``transformers`` ``hf_class`` model in eval mode holding ``net``'s weights, checked on an
     example; the names of its weights the zoo net has no counterpart for, left at their
-    initialisation, e.g. BERT's pooler). ``ids``: special token ids for its config."""
+    initialisation, e.g. BERT's pooler). ``settings``: the run's own config keys (special ids, labels)."""
     import transformers
 
     if hf_class not in FAMILIES:
         raise ValueError(f"no export to {hf_class!r}: export writes {sorted(FAMILIES)}")
     family = FAMILIES[hf_class]
-    hf = getattr(transformers, family.hf_class)(hf_config(family, net_cfg, ids)).eval()
+    hf = getattr(transformers, family.hf_class)(hf_config(family, net_cfg, settings)).eval()
     family.prepare(hf, net_cfg)
     target = _unique(hf.state_dict())
     # The probe: every element of the Hugging Face weights holds its own index (exact in float64).
@@ -435,8 +446,12 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     x = family.example(net_cfg)
     ours = family.ours(net.eval(), x)
     theirs = family.outputs(hf, x)
+    if not torch.isfinite(ours).all():
+        bad = sorted(k for k, v in own.items() if v.is_floating_point() and not torch.isfinite(v).all())
+        raise ValueError(f"the zoo net's outputs are not finite (NaN or inf), nothing to export: its non-finite "
+                         f"weights are {bad or 'none (the overflow is in the computation)'}")
     diff = (ours - theirs).abs().max().item()
-    if diff > 1e-4 * (1 + theirs.abs().max().item()):
+    if not diff <= 1e-4 * (1 + theirs.abs().max().item()):  # a NaN difference fails too
         raise ValueError(f"the exported {family.hf_class} gives outputs {diff:.3g} away from the zoo net's: the net "
                          f"uses something {family.hf_class} does not express")
     return hf, untouched
@@ -474,30 +489,103 @@ def read_zoo(folder: str | Path) -> nn.Module:
     return net.eval()
 
 
-def _special_ids(hparams: dict[str, Any]) -> dict[str, int]:
-    """The Hugging Face config's special token ids from the objective's (those it has); an
-    encoder-decoder's decoder starts from its ``bos_id``."""
-    ids = {f"{name}_token_id": hparams[f"{name}_id"] for name in ("pad", "bos", "eos")
-           if hparams.get(f"{name}_id") is not None}
-    if "n_decoder_layers" in hparams["net"] and "bos_token_id" in ids:
-        ids["decoder_start_token_id"] = ids["bos_token_id"]
-    return ids
+def _image_processor(kind: str, size: int, hparams: dict[str, Any]) -> dict[str, Any]:
+    """A Hugging Face image processor's config (``kind``, e.g. ``ViTImageProcessor``) that reads an
+    image as the zoo's data does: resized (bicubic) to ``size`` square, pixels / 255, then
+    normalised by the run's per-channel mean and std (the zoo's default 0.5 where the run has none)."""
+    from zoo.data.images import MEAN, STD
+
+    mean, std = hparams.get("pixel_mean") or [MEAN] * 3, hparams.get("pixel_std") or [STD] * 3
+    return {"image_processor_type": kind, "do_resize": True, "size": {"height": size, "width": size},
+            "resample": 3, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+            "image_mean": list(mean), "image_std": list(std)}
 
 
-def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True,
-           hf_class: str | None = None) -> tuple[str | None, list[str]]:
-    """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out`` (``config.json`` +
-    ``model.safetensors``, and ``tokenizer.json`` when the tokenizer is a Hugging Face one).
+def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The processor files (file name -> JSON) the client of ``hf_class`` reads an input with."""
+    e = net.get("embedder", {})
+    if hf_class in ("ViTForImageClassification", "VitDetModel"):
+        return {"preprocessor_config.json": _image_processor("ViTImageProcessor", e["image_size"], hparams)}
+    if hf_class == "YolosForObjectDetection":
+        # the zoo letterboxes into its square (longer side scaled, padding at the bottom and right)
+        config = _image_processor("YolosImageProcessor", e["image_size"], hparams)
+        return {"preprocessor_config.json": config | {
+            "size": {"shortest_edge": e["image_size"], "longest_edge": e["image_size"]}, "do_pad": True,
+            "pad_size": {"height": e["image_size"], "width": e["image_size"]}, "format": "coco_detection"}}
+    if hf_class in ("VivitForVideoClassification", "VideoMAEForVideoClassification"):
+        kind = "VivitImageProcessor" if hf_class.startswith("Vivit") else "VideoMAEImageProcessor"
+        config = _image_processor(kind, e["image_size"], hparams)
+        # ViViT's processor maps pixels to [-1, 1] by default (offset): the zoo's clips are pixel / 255
+        return {"preprocessor_config.json": config | {"do_center_crop": False, "offset": False}}
+    if hf_class == "LlavaForConditionalGeneration":
+        vision = e["vision"]
+        config = _image_processor("CLIPImageProcessor", vision["image_size"], {})  # zoo answer's normalisation
+        return {"preprocessor_config.json": config | {"do_center_crop": False, "do_convert_rgb": True},
+                "processor_config.json": {
+                    "processor_class": "LlavaProcessor", "image_token": "<image>",
+                    "patch_size": vision["model"]["embedder"]["patch_size"], "num_additional_image_tokens": 1,
+                    "vision_feature_select_strategy": "full" if vision["keep_cls"] else "default"}}
+    return {}
+
+
+def _chat_template(prompt: str) -> str:
+    """A chat template that renders a user's message as the zoo's ``prompt`` (``{question}`` the
+    message's text; an image in the message is the prompt's own ``<image>``)."""
+    before, _, after = prompt.partition("{question}")
+    text = "{% for message in messages %}{% if message['content'] is string %}{{ message['content'] }}" \
+           "{% else %}{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}" \
+           "{% endif %}{% endfor %}{% endif %}{% endfor %}"
+    return f"{{{{ {json.dumps(before)} }}}}{text}{{{{ {json.dumps(after)} }}}}"
+
+
+def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
+    """The Hugging Face config keys of the run itself: its special token ids (``ids``: role ->
+    id; a role the run has none for is None, not the Hugging Face family's default, which
+    belongs to another vocabulary), an encoder-decoder's start token, and the data's class
+    names as ``id2label`` / ``label2id``."""
+    out: dict[str, Any] = {}
+    if hparams.get("tokenizer") or ids:  # a text model
+        out = {f"{family.ids_prefix}{role}_token_id": ids.get(role) for role in ("pad", "bos", "eos")}
+        if "n_decoder_layers" in hparams["net"] and ids.get("bos") is not None:
+            out["decoder_start_token_id"] = ids["bos"]
+    names = hparams.get("class_names")
+    if names:
+        out |= {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+    return out
+
+
+def _empty_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that is a file, or a folder holding anything, unless ``overwrite``."""
+    if out.is_file() or out.is_symlink():
+        raise FileExistsError(f"out={out} is a file: give a folder to write the export into")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"out={out} already holds files: give an empty or new folder, or overwrite=true "
+                              f"to replace its contents")
+
+
+def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None,
+           overwrite: bool = False) -> tuple[str | None, list[str]]:
+    """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out``: ``config.json`` and
+    ``generation_config.json`` (the run's own special ids and class names), ``model.safetensors``,
+    a tokenizer folder for the run's tokenizer (:func:`zoo.data.tokenizers.save_folder`) and the
+    processor its client reads inputs with (images, video, LLaVA's processor and chat template).
     The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
     (``VitDetModel`` for a headless ViTDet; GPT-Neo and YOLOS checkpoints written before their
     converters name none); a net with neither (the original Transformer, a ViTDet classifier) is
     written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
     with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
-    checkpoint is refused. Returns (the class written, None for the zoo's format; the names of
-    its weights the zoo net has no counterpart for)."""
+    checkpoint is refused. A non-empty ``out`` is refused unless ``overwrite``; the folder is
+    written beside it and put in its place whole, so an overwritten ``out`` holds no file of
+    before and a failed export leaves it as it was. Returns (the class written, None for the zoo's
+    format; the names of its weights the zoo net has no counterpart for)."""
+    import shutil
+
+    from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
+    out = Path(out)
+    _empty_out(out, overwrite)
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
     if hparams.get("lora"):
@@ -505,16 +593,34 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True,
             raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
         net = lora.merge(net)
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
-    out = Path(out)
+    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
+    own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
+    roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
+    ids = {role: i for role, i in own.items() if i is not None} | {
+        role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
+    partial = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
     if hf_class is None:
-        write_zoo(net, hparams.net, out)
+        write_zoo(net, hparams.net, partial)
         untouched = []
     else:
-        hf, untouched = to_hf(net, hparams.net, hf_class, _special_ids(hparams))
-        hf.save_pretrained(out)
-    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
-    if tokenizer is not None and hasattr(tokenizer, "tokenizer"):  # HFTokenizer: a tokenizers.Tokenizer inside
-        tokenizer.tokenizer.save(str(out / "tokenizer.json"))
-    (out / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class, "untouched": untouched},
-                                                    indent=1))
+        family = FAMILIES[hf_class] if hf_class in FAMILIES else None
+        settings = _run_settings(family, hparams, ids) if family else {}
+        hf, untouched = to_hf(net, hparams.net, hf_class, settings)
+        if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
+            for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+                setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
+                                                                getattr(hf.generation_config, key, None)))
+        hf.save_pretrained(partial)
+        for name, config in _processor_files(hf_class, hparams.net, hparams).items():
+            (partial / name).write_text(json.dumps(config, indent=1))
+    if tokenizer is not None:
+        prompt = hparams.get("prompt")
+        save_folder(tokenizer, partial, roles, hparams.net.get("context"),
+                    _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
+    (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
+                                                        "untouched": untouched}, indent=1))
+    if out.exists():
+        shutil.rmtree(out)
+    partial.rename(out)
     return hf_class, untouched

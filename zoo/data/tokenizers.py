@@ -256,3 +256,78 @@ def tokenizer_from_state(state: dict):
     if state.get("kind") == "hf":
         return HFTokenizer(Tokenizer.from_str(state["json"]), state.get("roles"))
     raise ValueError(f"unknown tokenizer kind {state.get('kind')!r} in checkpoint")
+
+
+# The roles a Hugging Face tokenizer folder names (``<role>_token`` in tokenizer_config.json), and
+# the tokens that play them in the zoo's tokenizers and in the Hugging Face ones they read.
+ROLE_TOKENS: dict[str, tuple[str, ...]] = {
+    "pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "<|endoftext|>"),
+    "eos": ("</s>", "<eos>", "<|endoftext|>"), "mask": ("[MASK]", "<mask>"), "cls": ("[CLS]",), "sep": ("[SEP]",)}
+
+
+def backend(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer) -> Tokenizer:
+    """``tokenizer`` as a ``tokenizers.Tokenizer`` that encodes and decodes as it does: the zoo's
+    char and word tokenizers are a word-level vocabulary (specials first, as their ids) behind a
+    pre-tokenizer that cuts one token per character, or per word and punctuation mark (lower-cased)."""
+    from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers
+
+    if isinstance(tokenizer, HFTokenizer):
+        return Tokenizer.from_str(tokenizer.tokenizer.to_str())  # a copy: the export adds to it
+    if isinstance(tokenizer, CharTokenizer):
+        tokens, specials = [*tokenizer.specials, *tokenizer.chars], list(tokenizer.specials)
+        unk = None  # the zoo refuses a character outside the alphabet; so does a vocabulary without <unk>
+        cut = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    elif isinstance(tokenizer, WordTokenizer):
+        tokens, specials, unk = tokenizer.words, list(tokenizer.SPECIALS), tokenizer.words[tokenizer.unk_id]
+        # WordTokenizer.PATTERN without its <name> branch: special tokens are matched before this runs
+        cut = pre_tokenizers.Split(Regex(r"\w+|[^\w\s]"), behavior="removed", invert=True)
+    else:
+        raise TypeError(f"no tokenizers equivalent of a {type(tokenizer).__name__}")
+    out = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token=unk))
+    if isinstance(tokenizer, WordTokenizer):
+        out.normalizer = normalizers.Lowercase()
+    out.pre_tokenizer = cut
+    if isinstance(tokenizer, CharTokenizer):
+        out.decoder = decoders.Fuse()  # characters join without spaces (a word-level model's default)
+    out.add_special_tokens(specials)
+    return out
+
+
+def role_tokens(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer,
+                ids: dict[str, int | None]) -> dict[str, str]:
+    """The token of each role (``pad``, ``eos``, ...) ``tokenizer`` has: the run's own ids
+    first (``ids``, e.g. ``{"eos": 2}``), then its own role names, then the usual names
+    (:data:`ROLE_TOKENS`)."""
+    tok = backend(tokenizer)
+    roles = {role: tok.id_to_token(i) for role, i in ids.items() if i is not None}
+    if isinstance(tokenizer, HFTokenizer):
+        roles = {role: token for role, token in tokenizer.roles.items() if role in ROLE_TOKENS} | roles
+    for role, names in ROLE_TOKENS.items():
+        present = [name for name in names if tok.token_to_id(name) is not None]
+        if role not in roles and present:
+            roles[role] = present[0]
+    return roles
+
+
+def save_folder(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer, out: Path, roles: dict[str, str],
+                model_max_length: int | None, chat_template: str | None = None) -> None:
+    """Write ``tokenizer`` as a folder ``AutoTokenizer`` loads: ``tokenizer.json``,
+    ``tokenizer_config.json`` (the ``roles``' tokens, ``model_max_length``, a chat template) and
+    ``special_tokens_map.json``. A tokenizer with ``[CLS]`` and ``[SEP]`` and no post-processor
+    of its own wraps each text in them, as the zoo's masked-LM data does."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    tok = backend(tokenizer)
+    if tok.post_processor is None and {"cls", "sep"} <= roles.keys():
+        cls, sep = roles["cls"], roles["sep"]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
+            special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
+    tok.add_special_tokens(sorted(set(roles.values())))  # already in the vocabulary: marks them special
+    given = {"model_max_length": model_max_length, "chat_template": chat_template}
+    folder = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
+                                     **{k: v for k, v in given.items() if v is not None},
+                                     **{f"{role}_token": token for role, token in roles.items()})
+    folder.save_pretrained(out)
+    (out / "special_tokens_map.json").write_text(json.dumps({f"{r}_token": t for r, t in roles.items()}, indent=1))

@@ -1,0 +1,234 @@
+"""Exports that the real clients run from the folder alone (zoo/convert/export.py): for each family
+with a pipeline task, a tiny checkpoint built here is exported and the ``transformers`` pipeline,
+given nothing but the folder, answers what the zoo's own command answers; the folder holds the
+run's own special ids, labels, tokenizer and processor; a non-empty ``out=`` is refused; a
+checkpoint whose outputs are not finite is not exported; every family's from-scratch checkpoint
+exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import open_dict
+
+from exactness import randomise
+from zoo.cli.commands import call
+from zoo.convert.common import compose_config
+from zoo.convert.export import export
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
+
+TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n"
+
+
+def checkpoint(path: Path, model: str, dims: dict, *overrides: str, tokenizer=None, **hparams) -> torch.nn.Module:
+    """A zoo checkpoint of ``model=<model>`` at ``path``, built as train.py builds it (the data's
+    ``dims``, its ``tokenizer``, objective ``hparams`` the data would give, e.g. ``class_names``),
+    its weights drawn away from their init so that its outputs are worth comparing. Returns the net."""
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    cfg = compose_config([f"model={model}", *overrides])
+    with open_dict(cfg):
+        cfg.dims = dims
+        cfg.model.update(hparams)
+    built = objective(cfg, tokenizer.state() if tokenizer is not None else None)
+    randomise(built.net, gain=2.0)
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, path)
+    return built.net.eval()
+
+
+TINY_LM = ["model.net.n_layers=2", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+           "model.net.block.d_ff=32", "model.net.context=64"]
+
+
+def _generated(capsys, ckpt: Path, prompt: str, n: int) -> str:
+    """``zoo generate``'s greedy continuation of ``prompt`` (``n`` tokens), as it prints it."""
+    capsys.readouterr()
+    call("generate", [f"ckpt={ckpt}", f"prompt='{prompt}'", f"max_new_tokens={n}", "temperature=0"])
+    return capsys.readouterr().out.split("\n---\n")[0]
+
+
+@pytest.mark.parametrize("model,overrides", [("gpt", []), ("mistral", ["model.net.block.n_kv_heads=1",
+                                                                       "model.net.mask.window=8"])])
+def test_a_char_level_language_model_generates_in_the_text_generation_pipeline(tmp_path, capsys, model, overrides):
+    """The run's char tokenizer travels as a tokenizers folder; no special id of GPT-2 / Mistral's
+    own vocabulary (50256, 1, 2 = "!") is left in the config: a char-level run has none."""
+    from transformers import AutoTokenizer, pipeline
+
+    tok = CharTokenizer.from_text(TEXT)
+    checkpoint(tmp_path / "lm.ckpt", model, {"vocab_size": tok.vocab_size}, *TINY_LM, *overrides, tokenizer=tok)
+    export(tmp_path / "lm.ckpt", tmp_path / "out")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    generation = json.loads((tmp_path / "out" / "generation_config.json").read_text())
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert config.get(key) is None and generation.get(key) is None, key
+    assert {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= set(
+        p.name for p in (tmp_path / "out").iterdir())
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert hf_tok(TEXT, add_special_tokens=True).input_ids == tok.encode(TEXT)
+    assert hf_tok.model_max_length == 64
+    prompt = "Speak, "
+    text = pipeline("text-generation", model=str(tmp_path / "out"))(prompt, max_new_tokens=12, do_sample=False)
+    assert text[0]["generated_text"] == _generated(capsys, tmp_path / "lm.ckpt", prompt, 12)
+
+
+def _wordpiece() -> HFTokenizer:
+    """BERT's WordPiece of :data:`TEXT` (what data=wikitext trains), its specials first."""
+    return HFTokenizer.train_wordpiece([TEXT] * 4, 80, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+@pytest.mark.parametrize("model,layers", [("bert", 2), ("modernbert", 3)])  # ModernBERT: global, local, local
+@torch.no_grad()
+def test_a_masked_lm_fills_the_mask_in_the_fill_mask_pipeline(tmp_path, model, layers):
+    """The folder's tokenizer names [MASK] and wraps the text in [CLS] ... [SEP] as the zoo's data
+    does; the pipeline's top tokens and scores are the zoo net's at the masked place."""
+    from transformers import pipeline
+
+    tok = _wordpiece()
+    specials = [tok.token_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    dims = {"vocab_size": tok.vocab_size, "mask_id": specials[4], "special_ids": specials, "pad_id": 0}
+    net = checkpoint(tmp_path / "mlm.ckpt", model, dims, *TINY_LM[1:], f"model.net.n_layers={layers}", tokenizer=tok)
+    export(tmp_path / "mlm.ckpt", tmp_path / "out")
+    fill = pipeline("fill-mask", model=str(tmp_path / "out"), top_k=3)
+    found = fill("before we [MASK] any further")
+    ids = [specials[2], *tok.encode("before we [MASK] any further"), specials[3]]
+    at = ids.index(specials[4])
+    probs = net(torch.tensor([ids]))[0, at].softmax(-1)
+    best = probs.topk(3)
+    assert [f["token"] for f in found] == best.indices.tolist()
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+
+
+def _png(path: Path, size: int, seed: int = 0) -> Path:
+    """A random RGB image of ``size`` x ``size`` pixels written at ``path``."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+TINY_VISION = ["model.net.n_layers=2", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+               "model.net.block.d_ff=32"]
+NAMES = ["circle", "square", "triangle"]
+MEAN, STD = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+
+
+@torch.no_grad()
+def test_a_vit_classifies_in_the_image_classification_pipeline(tmp_path):
+    """preprocessor_config.json reads the image with the run's mean and std; id2label is the data's
+    class names; the pipeline's labels and scores are the zoo net's on the zoo's own reading."""
+    from transformers import pipeline
+
+    from zoo.data.images import load_image, to_tensor
+
+    dims = {"num_classes": 3, "image_size": 16, "channels": 3, "class_names": NAMES, "pixel_mean": MEAN,
+            "pixel_std": STD}
+    net = checkpoint(tmp_path / "vit.ckpt", "vit", dims, *TINY_VISION, "model.net.embedder.patch_size=4")
+    export(tmp_path / "vit.ckpt", tmp_path / "out")
+    image = _png(tmp_path / "x.png", 16)
+    found = pipeline("image-classification", model=str(tmp_path / "out"))(str(image), top_k=3)
+    probs = net(to_tensor(load_image(image), 16, mean=MEAN, std=STD)[None])[0].softmax(-1)
+    best = probs.topk(3)
+    assert [f["label"] for f in found] == [NAMES[i] for i in best.indices.tolist()]
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+
+
+def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
+    """The pipeline finds what ``zoo detect`` finds (labels by name, scores, boxes in pixels; the
+    pipeline rounds boxes down to whole pixels and does not clip them to the image, zoo detect does)."""
+    from transformers import pipeline
+
+    dims = {"num_classes": 3, "image_size": 32, "channels": 3, "class_names": NAMES, "max_objects": 3,
+            "pixel_mean": MEAN, "pixel_std": STD}
+    checkpoint(tmp_path / "yolos.ckpt", "yolos", dims, *TINY_VISION, "model.net.embedder.patch_size=8",
+               "model.net.embedder.n_detections=5")
+    export(tmp_path / "yolos.ckpt", tmp_path / "out")
+    image = _png(tmp_path / "x.png", 32)
+    capsys.readouterr()
+    call("detect", [f"ckpt={tmp_path / 'yolos.ckpt'}", f"image={image}", "threshold=0.0",
+                    f"out={tmp_path / 'drawn.png'}"])
+    ours = json.loads(capsys.readouterr().out)
+    theirs = pipeline("object-detection", model=str(tmp_path / "out"))(str(image), threshold=0.0)
+    theirs = sorted(theirs, key=lambda d: -d["score"])
+    assert len(theirs) == len(ours) == 5
+    assert [d["label"] for d in theirs] == [d["label"] for d in ours]
+    assert [d["score"] for d in theirs] == pytest.approx([d["score"] for d in ours], abs=1e-4)
+    for d, o in zip(theirs, ours):
+        box = [min(max(d["box"][k], 0), 32) for k in ("xmin", "ymin", "xmax", "ymax")]
+        assert box == pytest.approx(o["box"], abs=1.0)
+
+
+def _tiny_gpt(path: Path) -> torch.nn.Module:
+    tok = CharTokenizer.from_text(TEXT)
+    return checkpoint(path, "gpt", {"vocab_size": tok.vocab_size}, *TINY_LM, tokenizer=tok)
+
+
+def test_a_non_empty_out_is_refused_unless_overwrite_and_then_nothing_of_before_stays(tmp_path):
+    """A user's own file in ``out=`` is not overwritten; with ``overwrite=true`` the folder holds
+    the new export only (an earlier export's files of another family do not stay beside it)."""
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text('{"mine": true}')
+    with pytest.raises(FileExistsError, match="already holds files: .*overwrite=true"):
+        call("export", [f"ckpt={tmp_path / 'lm.ckpt'}", f"out={out}"])
+    assert (out / "config.json").read_text() == '{"mine": true}'
+    (out / "preprocessor_config.json").write_text("{}")  # as an earlier ViT export leaves
+    call("export", [f"ckpt={tmp_path / 'lm.ckpt'}", f"out={out}", "overwrite=true"])
+    assert not (out / "preprocessor_config.json").exists()
+    assert json.loads((out / "config.json").read_text())["model_type"] == "gpt2"
+    assert not list(tmp_path.glob(".out*")), "the partial folder is gone"
+
+
+def test_a_checkpoint_with_nan_weights_is_not_exported(tmp_path):
+    """NaN weights give NaN outputs on both sides, whose difference is NaN: the check fails on
+    it (``diff > tol`` is False for NaN) and names the tensor; nothing is written."""
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    ckpt = torch.load(tmp_path / "lm.ckpt", weights_only=True)
+    key = next(k for k in ckpt["state_dict"] if k.endswith("blocks.0.attn.q.weight"))
+    ckpt["state_dict"][key][0, 0] = float("nan")
+    torch.save(ckpt, tmp_path / "lm.ckpt")
+    with pytest.raises(ValueError, match=r"not finite .*blocks\.0\.attn\.q\.weight"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+TEXT_PAIR = {"vocab_size": 40, "eos_id": 2, "bos_id": 1, "pad_id": 0}
+FROM_SCRATCH = {  # model -> (dims, overrides): a from-scratch checkpoint of every family with a class
+    "t5": (TEXT_PAIR, ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", "model.net.block.d_model=16",
+                       "model.net.block.n_heads=2", "model.net.block.d_ff=32"]),
+    "whisper": ({**TEXT_PAIR, "n_mels": 8}, ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+                                             "model.net.block.d_model=16", "model.net.block.n_heads=2",
+                                             "model.net.block.d_ff=32", "model.net.encoder_embedder.n_mels=8",
+                                             "model.net.encoder_embedder.max_len=16", "model.net.context=16"]),
+    "gpt_neo": ({"vocab_size": 30}, TINY_LM),
+    "llama": ({"vocab_size": 30}, TINY_LM),
+    "bigbird": ({"vocab_size": 30, "mask_id": 1, "special_ids": [0, 1]},
+                TINY_LM + ["model.net.mask.block_size=4", "model.net.mask.n_random=1"]),
+    "vivit": ({"num_classes": 3, "image_size": 8, "channels": 3, "num_frames": 4, "class_names": NAMES,
+               "pixel_mean": MEAN, "pixel_std": STD}, TINY_VISION),
+    "videomae": ({"num_classes": 3, "image_size": 8, "channels": 3, "num_frames": 4, "class_names": NAMES,
+                  "pixel_mean": MEAN, "pixel_std": STD}, TINY_VISION),
+}
+
+
+@pytest.mark.parametrize("model", sorted(FROM_SCRATCH))
+def test_a_from_scratch_checkpoint_of_every_family_exports_and_loads(tmp_path, model):
+    """Not only a checkpoint that came from a Hugging Face folder: T5's ``head_dim: null`` is its
+    ``d_kv`` of d_model / heads; the folder loads with the Auto class its config names."""
+    import transformers
+
+    dims, overrides = FROM_SCRATCH[model]
+    checkpoint(tmp_path / "m.ckpt", model, dims, *overrides)
+    written, _ = export(tmp_path / "m.ckpt", tmp_path / "out")
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "out")
+    loaded = getattr(transformers, written).from_pretrained(tmp_path / "out")
+    assert type(loaded).__name__ == written == config.architectures[0]
+    if "class_names" in dims:
+        assert loaded.config.id2label == dict(enumerate(NAMES))

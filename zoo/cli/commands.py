@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+
+from zoo.config import CONF_DIR, compose_config
+
+PACKAGE = Path(__file__).resolve().parents[1]  # zoo/
 
 
 @dataclass(frozen=True)
@@ -55,46 +62,90 @@ def usage() -> str:
             + "\n".join(lines) + "\n\n`python -m zoo <command> --help` shows a command's keys and defaults.")
 
 
-def hydra_main(name: str, task: Callable[[DictConfig], Any] | None = None) -> Callable[[], Any]:
-    """Command ``name`` (or ``task`` in its place) as a Hydra application: calling it composes
-    conf/<config>.yaml with the overrides in ``sys.argv[1:]`` and runs the command on the result
-    (what ``train.py``, ``generate.py`` and :func:`main` call)."""
+def one_line_refusals(function: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+    """``function`` with the zoo's own refusals (an error raised in the zoo's code: a bad value, a
+    missing file, a wrong checkpoint) printed as one line on stderr, exit status 1, instead of
+    Hydra's report and a traceback; HYDRA_FULL_ERROR=1 keeps the traceback, as for Hydra's own errors."""
+
+    @functools.wraps(function)
+    def run(cfg: DictConfig) -> Any:
+        try:
+            return function(cfg)
+        except Exception as error:
+            if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(error):
+                raise
+            print(f"error: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    return run
+
+
+def raised_by_zoo(error: BaseException) -> bool:
+    """Whether ``error`` was raised by the zoo's own code (its innermost frame is in the package)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(PACKAGE)
+
+
+def hydra_main(name: str, task: Callable[[DictConfig], Any] | None = None,
+               command_in_argv: bool = False) -> Callable[[], Any]:
+    """Command ``name`` (or ``task`` in its place) as a Hydra application: calling it checks the
+    overrides in ``sys.argv[1:]`` that the config alone decides (:mod:`zoo.cli.precheck`, before
+    torch loads and before any run directory exists), composes conf/<config>.yaml with them and runs
+    the command on the result (what ``train.py``, ``generate.py`` and :func:`main` call).
+    ``command_in_argv``: the command's name goes back into ``sys.argv`` while it runs (Lightning's
+    DDP launcher starts each child process with ``sys.argv``: it must name the command)."""
     import hydra
 
-    from zoo.convert.common import CONF_DIR  # (torch and Hydra load only once a command runs: the list is quick)
+    from zoo.cli import precheck
 
     command = COMMANDS[name]
-    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command.config)(task or command.load())
+
+    def run(cfg: DictConfig) -> Any:
+        function = task or command.load()  # torch and Lightning load here, after the checks
+        if command_in_argv:
+            sys.argv.insert(1, name)
+        try:
+            return one_line_refusals(function)(cfg)
+        finally:
+            if command_in_argv:
+                del sys.argv[1]
+
+    # Hydra names the job (and finds nothing else) by the task's module: the command's own.
+    run.__module__ = command.function.split(":")[0] if task is None else task.__module__
+    app = hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=command.config)(run)
+
+    def start() -> Any:
+        try:
+            precheck.check(name, command.config, sys.argv[1:])
+        except precheck.Refused as refusal:
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            print(f"error: {refusal}", file=sys.stderr)
+            raise SystemExit(2) from None
+        return app()
+
+    return start
 
 
 def call(name: str, overrides: list[str]) -> Any:
     """Run command ``name`` in this process on its config composed from ``overrides``, as the
     command line composes it (for tests, and for calling a command from Python)."""
-    from zoo.convert.common import compose_config
-
     cfg = compose_config(overrides, COMMANDS[name].config)
     return COMMANDS[name].load()(cfg)
 
 
 def main() -> None:
-    """``python -m zoo <command> key=value ...``; no command or an unknown one prints the list and exits 2."""
+    """``python -m zoo <command> key=value ...``; no command or an unknown one prints the list (with
+    the closest command's name) and exits 2."""
     given = sys.argv[1] if len(sys.argv) > 1 else None
     if given in ("-h", "--help"):
         print(usage())
         return
     if given not in COMMANDS:
-        print(("" if given is None else f"unknown command {given!r}\n\n") + usage(), file=sys.stderr)
+        from zoo.cli.precheck import did_you_mean
+
+        said = "" if given is None else f"unknown command {given!r}{did_you_mean(given, list(COMMANDS))}\n\n"
+        print(said + usage(), file=sys.stderr)
         raise SystemExit(2)
-    command = COMMANDS[given].load()
-
-    @functools.wraps(command)
-    def with_command_in_argv(cfg: DictConfig) -> Any:
-        # Lightning's DDP launcher starts each child process with sys.argv: it must name the command.
-        sys.argv.insert(1, given)
-        try:
-            return command(cfg)
-        finally:
-            del sys.argv[1]
-
     del sys.argv[1]  # Hydra reads the overrides from sys.argv[1:]
-    hydra_main(given, with_command_in_argv)()
+    hydra_main(given, command_in_argv=True)()

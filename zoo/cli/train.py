@@ -2,11 +2,63 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import logging
+import os
+
+import torch
+from omegaconf import DictConfig, open_dict
 
 from zoo.train.run import optimized_metric, train
 
+log = logging.getLogger(__name__)
+
+
+def default_threads() -> int:
+    """$OMP_NUM_THREADS when set, else the number of cores this process may run on."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else len(os.sched_getaffinity(0))
+
+
+def set_threads(threads: int | None) -> int:
+    """Run torch's CPU kernels on ``threads`` threads (None: :func:`default_threads`); returns the count."""
+    count = default_threads() if threads is None else threads
+    if count < 1:
+        raise ValueError(f"threads={threads}: expected a positive number of CPU threads, or null for the default")
+    torch.set_num_threads(count)
+    cores = len(os.sched_getaffinity(0))
+    log.info("threads=%d (of %d cores this process may use; set threads=N to change)", count, cores)
+    return count
+
+
+# quick=true: the validation batches, and how many validations a run makes.
+QUICK_VAL_BATCHES = 10
+QUICK_VALIDATIONS = 4
+
+
+def schedule_evaluation(cfg: DictConfig) -> None:
+    """Fit ``cfg``'s evaluation to its length: with ``quick``, :data:`QUICK_VALIDATIONS` validations
+    on :data:`QUICK_VAL_BATCHES` batches and no test stage; always, a validation interval longer
+    than the run becomes the run's length (else a short run never validates, keeps no best
+    checkpoint, and its test silently reads the last weights). Edits ``cfg`` in place, so that the
+    run's config.yaml holds what ran."""
+    trainer = cfg.trainer
+    batches = trainer.max_steps * trainer.accumulate_grad_batches  # val_check_interval counts batches
+    with open_dict(cfg):
+        if cfg.get("quick"):
+            trainer.limit_val_batches = min(trainer.limit_val_batches or QUICK_VAL_BATCHES, QUICK_VAL_BATCHES)
+            trainer.val_check_interval = max(1, batches // QUICK_VALIDATIONS)
+            cfg.test = False
+            log.info("quick=true: %d validations on %d batches, no test stage",
+                     batches // trainer.val_check_interval, trainer.limit_val_batches)
+        interval = trainer.val_check_interval
+        if isinstance(interval, int) and interval > batches:
+            log.info("trainer.val_check_interval=%d is longer than the run (%d batches): validating at its end",
+                     interval, batches)
+            trainer.val_check_interval = batches
+
 
 def main(cfg: DictConfig) -> float | None:
+    set_threads(cfg.get("threads"))
+    schedule_evaluation(cfg)
     # A sweeper (hparams_search=...) reads the value this returns: the run's optimized_metric.
     return optimized_metric(cfg, train(cfg))

@@ -13,26 +13,15 @@ from typing import Any, Callable
 
 import hydra
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
+from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
 from zoo.nn.tower import without_unread
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 # (index file, single file) of the two weight formats ``save_pretrained`` writes, safetensors first.
 WEIGHT_FILES = (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "pytorch_model.bin"))
-
-
-def compose_config(overrides: list[str], config_name: str = "train"):
-    """The composed conf/<config_name>.yaml (by default the training config) with ``overrides``;
-    inside a running zoo command (a Hydra app whose search path is conf/ already) too."""
-    if GlobalHydra.instance().is_initialized():
-        return compose(config_name=config_name, overrides=overrides)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides)
 
 
 def build_net(model: str, overrides: list[str], dims: dict) -> nn.Module:

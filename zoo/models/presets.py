@@ -7,7 +7,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, open_dict
 
-from zoo.convert.common import CONF_DIR, compose_config
+from zoo.config import CONF_DIR, compose_config
 
 # What the data would tell each model at start-up; the presets are built with these stand-ins.
 DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from zoo.convert.common import CONF_DIR
+from zoo.config import CONF_DIR
 
 def shared_types(model_cfg: Any, data_cfg: Any) -> list[type]:
     """The batch types ``data_cfg``'s module yields that ``model_cfg``'s objective reads, in the

@@ -50,6 +50,25 @@ def lock(out: Path) -> None:
     _held = handle
 
 
+def holds_other_run(out: Path, ckpt_path: str | None, overwrite: bool) -> bool:
+    """Whether ``out`` holds an earlier run that this one is not resuming (writing nothing: the
+    command line asks this before Hydra writes the run's .hydra/, so a refused run changes nothing).
+
+    Raises:
+        FileExistsError: it does, and ``overwrite`` is false.
+    """
+    found = [name for name in MARKERS if (out / name).exists()]
+    if not found:
+        return False
+    if ckpt_path and Path(ckpt_path).resolve().parent == (out / "checkpoints").resolve():
+        return False  # resuming this run in its own directory
+    if not overwrite:
+        raise FileExistsError(
+            f"{out} already holds a run ({', '.join(found)}): pick a new hydra.run.dir, resume that run with "
+            f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}, or pass overwrite=true to delete its files first")
+    return True
+
+
 def claim(out: Path, ckpt_path: str | None, overwrite: bool, global_rank: int) -> None:
     """Make ``out`` this run's directory, on global rank 0 (the trainer's strategy says which
     process that is: the other ranks re-enter the directory rank 0 has claimed, by design).
@@ -61,15 +80,8 @@ def claim(out: Path, ckpt_path: str | None, overwrite: bool, global_rank: int) -
     if global_rank != 0:
         return
     lock(out)
-    found = [name for name in MARKERS if (out / name).exists()]
-    if not found:
+    if not holds_other_run(out, ckpt_path, overwrite):
         return
-    if ckpt_path and Path(ckpt_path).resolve().parent == (out / "checkpoints").resolve():
-        return  # resuming this run in its own directory
-    if not overwrite:
-        raise FileExistsError(
-            f"{out} already holds a run ({', '.join(found)}): pick a new hydra.run.dir, resume that run with "
-            f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}, or pass overwrite=true to delete its files first")
     for name in RUN_DIRS:
         shutil.rmtree(out / name, ignore_errors=True)
     for name in RUN_FILES:

@@ -5,9 +5,9 @@ holds another run. Each refusal is one line with the closest known name ("did yo
 
 from __future__ import annotations
 
-import os
 
 import ast
+import os
 import difflib
 import importlib.machinery
 from pathlib import Path

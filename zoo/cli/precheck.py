@@ -5,11 +5,10 @@ holds another run. Each refusal is one line with the closest known name ("did yo
 
 from __future__ import annotations
 
-
 import ast
-import os
 import difflib
 import importlib.machinery
+import os
 from pathlib import Path
 from typing import Any
 

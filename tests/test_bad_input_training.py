@@ -26,7 +26,7 @@ def test_non_finite_loss_stops_the_run_and_saves_no_non_finite_weights(tmp_path,
     with pytest.raises(AssertionError) as failed:
         run_train(run, shakespeare_dir, *QUICK, *DIVERGE)
     message = str(failed.value)
-    assert "FloatingPointError" in message and "at step" in message, message[-2000:]
+    assert "loss=nan at step" in message, message[-2000:]  # one line, no traceback (HYDRA_FULL_ERROR=1 gives it)
     assert "detect_nan=false" in message
     saved = sorted((run / "checkpoints").glob("*.ckpt"))
     assert saved, "the steps before the divergence saved a checkpoint"

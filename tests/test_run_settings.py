@@ -25,11 +25,13 @@ def test_threads_default_to_omp_num_threads_else_the_cores_this_process_may_use(
         torch.set_num_threads(before)
 
 
-def test_a_validation_interval_longer_than_the_run_shrinks_to_it():
+def test_a_validation_interval_longer_than_the_run_is_warned_naming_the_fix():
     cfg = compose_config(["model=gpt_neo", "trainer.max_steps=10", "trainer.accumulate_grad_batches=2"])
-    assert cfg.trainer.val_check_interval > 20
-    schedule_evaluation(cfg)
-    assert cfg.trainer.val_check_interval == 20 and cfg.test
+    interval = cfg.trainer.val_check_interval
+    assert interval > 20
+    with pytest.warns(UserWarning, match=r"longer than the run \(20 batches\).*trainer.val_check_interval=20"):
+        schedule_evaluation(cfg)
+    assert cfg.trainer.val_check_interval == interval and cfg.test  # unchanged: resumed runs see the same steps
 
 
 def test_quick_validates_four_times_on_few_batches_and_skips_the_test():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 
 import torch
 from omegaconf import DictConfig, open_dict
@@ -37,10 +38,10 @@ QUICK_VALIDATIONS = 4
 
 def schedule_evaluation(cfg: DictConfig) -> None:
     """Fit ``cfg``'s evaluation to its length: with ``quick``, :data:`QUICK_VALIDATIONS` validations
-    on :data:`QUICK_VAL_BATCHES` batches and no test stage; always, a validation interval longer
-    than the run becomes the run's length (else a short run never validates, keeps no best
-    checkpoint, and its test silently reads the last weights). Edits ``cfg`` in place, so that the
-    run's config.yaml holds what ran."""
+    on :data:`QUICK_VAL_BATCHES` batches and no test stage; always, for a validation interval longer
+    than the run (a short run then never validates, keeps no best
+    checkpoint, and its test silently reads the last weights), a warning naming the setting that
+    fixes it. Edits ``cfg`` in place, so that the run's config.yaml holds what ran."""
     trainer = cfg.trainer
     batches = trainer.max_steps * trainer.accumulate_grad_batches  # val_check_interval counts batches
     with open_dict(cfg):
@@ -52,9 +53,11 @@ def schedule_evaluation(cfg: DictConfig) -> None:
                      batches // trainer.val_check_interval, trainer.limit_val_batches)
         interval = trainer.val_check_interval
         if isinstance(interval, int) and interval > batches:
-            log.info("trainer.val_check_interval=%d is longer than the run (%d batches): validating at its end",
-                     interval, batches)
-            trainer.val_check_interval = batches
+            # A warning, not a change: moving the validations would move the samples they draw, and
+            # a run resumed to a longer max_steps must see the same steps as one that ran through.
+            warnings.warn(f"trainer.val_check_interval={interval} is longer than the run ({batches} batches): it "
+                          f"never validates, keeps no best checkpoint and tests its last weights; pass "
+                          f"trainer.val_check_interval={batches} (or quick=true) to validate", stacklevel=2)
 
 
 def main(cfg: DictConfig) -> float | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from zoo.config import CONF_DIR, compose_config
 from zoo.train import compat, run_dir  # (both light: compat imports a model's classes only when asked)
@@ -84,10 +84,16 @@ def _arguments(function: ast.FunctionDef) -> set[str] | None:
 
 
 def _node(cfg: Any, path: list[str]) -> Any:
+    """The node at ``path`` (keys, or list indices such as ``masks.1.window``); None where there is none."""
     for key in path:
-        if not isinstance(cfg, DictConfig) or key not in cfg.keys():  # (`in` is False for ???)
+        if isinstance(cfg, ListConfig):
+            if not key.lstrip("-").isdigit() or not -len(cfg) <= int(key) < len(cfg):
+                return None
+            cfg = cfg._get_node(int(key))
+        elif isinstance(cfg, DictConfig) and key in cfg.keys():  # (`in` is False for ???)
+            cfg = cfg._get_node(key)
+        else:
             return None
-        cfg = cfg._get_node(key)
     return cfg
 
 

@@ -72,12 +72,20 @@ def one_line_refusals(function: Callable[[DictConfig], Any]) -> Callable[[DictCo
         try:
             return function(cfg)
         except Exception as error:
-            if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(error):
-                raise
+            if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(error) or in_a_sweep():
+                raise  # in a sweep, the sweeper records the trial as failed and goes on
             print(f"error: {error}", file=sys.stderr)
             raise SystemExit(1) from None
 
     return run
+
+
+def in_a_sweep() -> bool:
+    """Whether this is one job of a Hydra multirun (``-m``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def raised_by_zoo(error: BaseException) -> bool:

@@ -12,13 +12,30 @@ zoo cache (``ZOO_CACHE_DIR``, by default ``.cache/zoo``): see :func:`zoo.convert
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from pathlib import Path
 
 PREFIX = "hf:"
 TIMM_PREFIX = "timm:"
 REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+REVISION = re.compile(r"^[\w.-]+(/[\w.-]+)*$")  # a branch, tag or commit: no '..' part, no leading '/'
 TIMM_NAME = re.compile(r"^[\w.-]+$")
+TIMM_WEIGHTS = (".safetensors", ".bin", ".pth", ".pt", ".npz")  # what timm's pretrained_cfg_overlay file reads
+
+
+def inside(folder: str | Path, sub: object, where: str) -> Path:
+    """``folder / sub`` resolved, refused unless it stays inside ``folder`` (an untrusted file names
+    ``sub``: ``modules.json``, a ``weight_map``, a symlink). A Hub snapshot's files are links into its
+    repository's ``blobs/`` (the layout ``huggingface_hub`` writes): those stay inside too."""
+    if not isinstance(sub, str):
+        raise ValueError(f"{where}: path={sub!r} is not a string")
+    folder = Path(folder).resolve()
+    path = (folder / sub).resolve()
+    allowed = [folder] + ([folder.parent.parent / "blobs"] if folder.parent.name == "snapshots" else [])
+    if not any(path.is_relative_to(root) for root in allowed):
+        raise ValueError(f"{where}: path={sub!r} leads outside {folder} (to {path})")
+    return path
 
 
 def resolve(source: str) -> str:
@@ -30,8 +47,11 @@ def resolve(source: str) -> str:
     if not isinstance(source, str) or not source.startswith(PREFIX):
         return source
     repo, _, revision = source.removeprefix(PREFIX).partition("@")
-    if not REPO_ID.match(repo):
+    if not REPO_ID.match(repo) or ".." in repo.split("/"):
         raise ValueError(f"{source}: expected hf:<repo id>[@revision], e.g. hf:openai-community/gpt2@main")
+    if revision and (not REVISION.match(revision) or ".." in revision.split("/")):
+        raise ValueError(f"{source}: revision {revision!r} is not a branch, tag or commit (no '..' parts, "
+                         f"no absolute path), e.g. hf:openai-community/gpt2@main")
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -48,8 +68,23 @@ def resolve(source: str) -> str:
 def _timm(source: str) -> str:
     from zoo.convert.vit import timm_folder
 
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    from safetensors import SafetensorError
+
     name, _, file = source.removeprefix(TIMM_PREFIX).partition("@")
     if not TIMM_NAME.match(name):
         raise ValueError(f"{source}: expected timm:<model name>[@<weights file>], e.g. timm:vit_small_patch16_224")
+    if file and (not Path(file).is_file() or Path(file).suffix not in TIMM_WEIGHTS):
+        raise ValueError(f"{source}: {file} is not a weights file (a {', '.join(TIMM_WEIGHTS)} file that exists)")
     cache = Path(os.environ.get("ZOO_CACHE_DIR", ".cache/zoo"))
-    return str(timm_folder(name, file or None, cache))
+    try:
+        return str(timm_folder(name, file or None, cache))
+    except (LocalEntryNotFoundError, ConnectionError) as err:  # offline: timm could not download the weights
+        raise FileNotFoundError(f"{source}: timm's pretrained weights of {name} are not in the Hub cache and could "
+                                f"not be downloaded ({type(err).__name__}); fetch them where there is internet "
+                                f"(`python -c \"import timm; timm.create_model('{name}', pretrained=True)\"` fills "
+                                f"the cache; copy it here) or give the file: timm:{name}@<weights file>") from None
+    except (RuntimeError, IndexError, EOFError, pickle.UnpicklingError, SafetensorError) as err:
+        if not file:
+            raise
+        raise ValueError(f"{source}: timm could not read {file} as weights ({type(err).__name__}: {err})") from None

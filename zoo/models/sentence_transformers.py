@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zoo.convert.hub import inside
 from zoo.models.pooling import Pooling
 
 MODULES_FILE = "modules.json"
@@ -48,14 +49,12 @@ def _json(file: Path) -> Any:
         raise ValueError(f"{file} could not be read as JSON: {err}") from None
 
 
-def _inside(folder: Path, sub: Any, where: str) -> Path:
-    """``folder / sub``, refused unless it stays inside ``folder`` (the file names the path)."""
-    if not isinstance(sub, str):
-        raise ValueError(f"{where}: path={sub!r} is not a string")
-    path = (folder / sub).resolve()
-    if not path.is_relative_to(folder.resolve()):
-        raise ValueError(f"{where}: path={sub!r} leads outside {folder}")
-    return path
+def _object(file: Path) -> dict[str, Any]:
+    """A JSON file that must hold an object (a module's settings)."""
+    settings = _json(file)
+    if not isinstance(settings, dict):
+        raise ValueError(f"{file}: expected a JSON object, got a {type(settings).__name__}")
+    return settings
 
 
 def _modules(folder: Path) -> list[tuple[str, Path]]:
@@ -73,7 +72,7 @@ def _modules(folder: Path) -> list[tuple[str, Path]]:
         if not kind.startswith("sentence_transformers.") or short not in KNOWN:
             raise ValueError(f"{file}: module {i} is {kind!r}; zoo embed follows only sentence-transformers' "
                              f"{', '.join(KNOWN)} modules")
-        modules.append((short, _inside(folder, entry.get("path", ""), f"{file} module {i}")))
+        modules.append((short, inside(folder, entry.get("path", ""), f"{file} module {i}")))
     kinds = [kind for kind, _ in modules]
     if kinds not in (list(KNOWN[:2]), list(KNOWN)):
         raise ValueError(f"{file} lists the modules {kinds}: zoo embed follows Transformer, Pooling and optionally "
@@ -83,7 +82,7 @@ def _modules(folder: Path) -> list[tuple[str, Path]]:
 
 def _pooling_mode(file: Path) -> tuple[str, int | None]:
     """(mode, word_embedding_dimension) of a Pooling module's ``config.json``: exactly one mode set."""
-    config = _json(file)
+    config = _object(file)
     unsupported = [flag for flag in UNSUPPORTED_FLAGS if config.get(flag)]
     if unsupported:
         raise ValueError(f"{file} sets {unsupported}: zoo embed pools by {sorted(POOLING_FLAGS)} only")
@@ -94,11 +93,19 @@ def _pooling_mode(file: Path) -> tuple[str, int | None]:
     return modes[0], config.get("word_embedding_dimension")
 
 
+def _max_length(file: Path) -> int | None:
+    """``max_seq_length`` of a Transformer module's ``sentence_bert_config.json``: a positive whole number, or absent."""
+    value = _object(file).get("max_seq_length")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{file}: max_seq_length={value!r} is not a positive number of tokens")
+    return value
+
+
 def read(folder: str | Path) -> SentenceTransformer:
     """The sentence-transformers folder at ``folder`` (with its ``modules.json``)."""
     folder = Path(folder)
     modules = dict(_modules(folder))
     mode, width = _pooling_mode(modules["Pooling"] / "config.json")
     settings = modules["Transformer"] / "sentence_bert_config.json"
-    max_length = _json(settings).get("max_seq_length") if settings.is_file() else None
+    max_length = _max_length(settings) if settings.is_file() else None
     return SentenceTransformer(modules["Transformer"], Pooling(mode, "Normalize" in modules), max_length, width)

@@ -23,7 +23,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import Tensor, nn
 
-from zoo.convert.common import compose_config, read_config
+from zoo.convert.common import compose_config, convert_folder, read_config
 from zoo.convert.hub import resolve
 from zoo.convert.vit import from_timm, is_timm_dir, timm_from_dir, vit_shape
 from zoo.data.images import load_image, to_tensor
@@ -109,7 +109,7 @@ def net_from_folder(folder: Path) -> tuple[nn.Module, dict[str, Any]]:
     net_cfg = OmegaConf.to_container(cfg.model.net, resolve=True)
     with warnings.catch_warnings():  # a BertModel folder has no MLM head: embeddings never run it
         warnings.filterwarnings("ignore", message=".*no MLM head")
-        _, net = hydra.utils.get_method(cfg.model.converter)(net_cfg, str(folder))
+        _, net = convert_folder(cfg.model.converter, net_cfg, str(folder))
     return net.eval(), config
 
 

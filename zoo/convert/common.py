@@ -8,6 +8,7 @@ their path under ``model.net``) and its weight renaming; everything else is here
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,12 +17,17 @@ import torch
 from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
+from zoo.convert.hub import inside
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
 from zoo.nn.tower import without_unread
 
 
 # (index file, single file) of the two weight formats ``save_pretrained`` writes, safetensors first.
 WEIGHT_FILES = (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "pytorch_model.bin"))
+# config.json keys that hold sizes (whole numbers >= 0): n_embd, num_hidden_layers, d_ff, max_position_embeddings, ...
+SIZE_PREFIXES, SIZE_SUFFIXES = ("n_", "num_", "d_", "max_"), ("_size", "_layers", "_heads", "_dim")
+# config.json keys that count layers: quoted when the weights hold other layers than the config builds
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers")
 
 
 def build_net(model: str, overrides: list[str], dims: dict) -> nn.Module:
@@ -49,53 +55,171 @@ def shape_overrides(shape: dict[str, Any], prefix: str = "model.net") -> list[st
     return [f"{prefix}.{key}={hydra_value(value)}" for key, value in shape.items()]
 
 
+class FolderConfig(dict):
+    """A folder's ``config.json`` (or a part of it, ``where``): a key it lacks is named with the file
+    instead of a bare ``KeyError``."""
+
+    def __init__(self, values: dict[str, Any], file: Path, where: str = ""):
+        super().__init__({k: FolderConfig(v, file, f"{where}{k}.") if isinstance(v, dict) else v
+                          for k, v in values.items()})
+        self.file, self.where = file, where
+
+    def __missing__(self, key: str) -> Any:
+        raise ValueError(f"{self.file} has no {self.where}{key}: the converter needs it to build the net")
+
+
+class FolderWeights(dict):
+    """A checkpoint folder's tensors by name, each remembering its file, so that :func:`load_mapped`
+    names the file of a bad tensor and refuses a folder holding tensors the net does not use.
+
+    Converters rename and split the tensors (views share their storage), so a folder tensor is
+    known again by its storage; ``left_out`` holds the storages a converter leaves out on purpose
+    (:func:`leave_out`). Every folder read stays findable while its tensors are alive (``_READ``)."""
+
+    def __init__(self, folder: Path, config: dict[str, Any] | None = None):
+        super().__init__()
+        self.folder, self.config = folder, config or {}
+        self.files: dict[str, Path] = {}
+        self.by_storage: dict[int, str] = {}
+        self.left_out: set[int] = set()
+        _READ[id(self)] = self
+
+    def add(self, name: str, tensor: Any, file: Path) -> None:
+        if not isinstance(tensor, Tensor):
+            raise ValueError(f"{file}: {name!r} is a {type(tensor).__name__}, not a tensor")
+        if name in self:
+            raise ValueError(f"{file}: tensor {name!r} is also in {self.files[name]}")
+        self[name], self.files[name] = tensor, file
+        self.by_storage.setdefault(_storage(tensor), name)
+
+    def where(self, name: str) -> str:
+        return f"{self.files[name]}: tensor {name!r}"
+
+
+_READ: "weakref.WeakValueDictionary[int, FolderWeights]" = weakref.WeakValueDictionary()
+
+
+def _storage(tensor: Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _origin(tensor: Tensor) -> tuple[FolderWeights, str] | None:
+    """(the folder, the name) a tensor (or a view of it) was read as, if it was read from a folder."""
+    key = _storage(tensor)
+    for folder in list(_READ.values()):
+        if key in folder.by_storage:
+            return folder, folder.by_storage[key]
+    return None
+
+
+def leave_out(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """``state`` without the entries under ``prefix``, their folder tensors left out on purpose (a
+    classifier of another label set starts from scratch): :func:`load_mapped` accepts them unused."""
+    for name, value in state.items():
+        if name.startswith(prefix) and (origin := _origin(value)):
+            origin[0].left_out.add(_storage(value))
+    return {k: v for k, v in state.items() if not k.startswith(prefix)}
+
+
 def _weights_file(file: Path) -> dict[str, Tensor]:
-    """One safetensors or ``pytorch_model.bin`` file (read with ``weights_only``: it names no code)."""
-    if file.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    """One safetensors or ``pytorch_model.bin`` file (read with ``weights_only``: it names no code);
+    a file that is not one (truncated, a garbage header) is named."""
+    try:
+        if file.suffix == ".safetensors":
+            from safetensors.torch import load_file
 
-        return load_file(str(file))
-    return torch.load(file, map_location="cpu", weights_only=True)
+            state = load_file(str(file))
+        else:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # SafetensorError, UnpicklingError, a zip or EOF error: all say the same
+        kind = "a safetensors" if file.suffix == ".safetensors" else "a torch.save state dict"
+        raise ValueError(f"{file} is not {kind} file that can be read ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{file} holds a {type(state).__name__}, not a state dict (names -> tensors)")
+    return state
 
 
-def read_weights(path: Path) -> dict[str, Tensor]:
+def _shards(path: Path, index: str) -> tuple[dict[str, str], list[str]]:
+    """(``weight_map``, the shard files' names) of an index file, each shard inside the folder."""
+    file = path / index
+    try:
+        listed = json.loads(inside(path, index, str(file)).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file} could not be read as JSON: {err}") from None
+    weight_map = listed.get("weight_map") if isinstance(listed, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise ValueError(f"{file}: weight_map must map tensor names to shard files, got {str(weight_map)[:80]}")
+    shards = sorted(set(weight_map.values()))
+    missing = [shard for shard in shards if not inside(path, shard, f"{file} weight_map").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{file} lists shards that are missing: {missing}")
+    return weight_map, shards
+
+
+def read_weights(path: Path, config: dict[str, Any] | None = None) -> FolderWeights:
     """The state dict of a checkpoint folder: ``model.safetensors`` (or its shards listed in
-    ``model.safetensors.index.json``), else ``pytorch_model.bin`` (or its shards)."""
+    ``model.safetensors.index.json``), else ``pytorch_model.bin`` (or its shards); every file
+    inside the folder. ``config`` (its ``config.json``) is what errors about layers quote."""
+    state = FolderWeights(path, config)
     for index, single in WEIGHT_FILES:
         if (path / index).is_file():
-            shards = sorted(set(json.loads((path / index).read_text())["weight_map"].values()))
-            missing = [s for s in shards if not (path / s).is_file()]
-            if missing:
-                raise FileNotFoundError(f"{path / index} lists shards that are missing: {missing}")
-            state: dict[str, Tensor] = {}
+            weight_map, shards = _shards(path, index)
             for shard in shards:
-                state |= _weights_file(path / shard)
+                for name, tensor in _weights_file(inside(path, shard, str(path / index))).items():
+                    state.add(name, tensor, path / shard)
+            unlisted = sorted(name for name, shard in weight_map.items() if state.files.get(name) != path / shard)
+            if unlisted:
+                raise ValueError(f"{path / index}: weight_map places {unlisted[:4]} in shards that do not hold them")
             return state
         if (path / single).is_file():
-            return _weights_file(path / single)
+            file = inside(path, single, str(path / single))
+            for name, tensor in _weights_file(file).items():
+                state.add(name, tensor, path / single)
+            return state
     raise FileNotFoundError(f"{path} has none of model.safetensors, model.safetensors.index.json, "
                             f"pytorch_model.bin, pytorch_model.bin.index.json")
 
 
-def read_config(path: str | Path, model_types, reader: str = "this converter") -> dict[str, Any]:
+def _sizes(node: Any, file: Path, where: str = "") -> None:
+    """Refuse a size in ``config.json`` (``hidden_size``, ``num_hidden_layers``, ``n_embd``, ... at
+    any depth) that is not a whole number >= 0 (or a list of them, or null), naming it."""
+    for key, value in node.items() if isinstance(node, dict) else ():
+        if isinstance(value, dict):
+            _sizes(value, file, f"{where}{key}.")
+        elif key.startswith(SIZE_PREFIXES) or key.endswith(SIZE_SUFFIXES):
+            values = value if isinstance(value, list) else [value]
+            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in values):
+                raise ValueError(f"{file}: {where}{key}={value!r} is not a size (a whole number >= 0)")
+
+
+def read_config(path: str | Path, model_types, reader: str = "this converter") -> FolderConfig:
     """``config.json`` of the Hugging Face checkpoint folder ``path``, whose ``model_type`` must be
-    one of ``model_types`` (those ``reader`` reads, named in the error)."""
+    one of ``model_types`` (those ``reader`` reads, named in the error); a file that is not a JSON
+    object, leads out of the folder or holds a size that is not a whole number is refused."""
     path = Path(path)
     config_file = path / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{config_file} is missing: {path} is not a Hugging Face checkpoint directory")
-    config = json.loads(config_file.read_text())
+    try:
+        config = json.loads(inside(path, "config.json", str(config_file)).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{config_file} could not be read as JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_file}: expected a JSON object, got a {type(config).__name__}")
     kind = config.get("model_type")
     if kind not in model_types:
         raise ValueError(f"{config_file} describes model_type={kind!r} (architectures {config.get('architectures')}): "
                          f"{reader} reads {sorted(model_types)}")
-    return config
+    _sizes(config, config_file)
+    return FolderConfig(config, config_file)
 
 
 def read_checkpoint_dir(path: str | Path, model_types: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """(config.json as a dict, the state dict) of a Hugging Face checkpoint folder whose
     ``model_type`` is one of ``model_types`` (those the calling converter reads)."""
-    return read_config(path, model_types), read_weights(Path(path))
+    config = read_config(path, model_types)
+    return config, read_weights(Path(path), config)
 
 
 def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:
@@ -107,19 +231,102 @@ def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:
                          f"(supported: {({k: expected[k] for k in unsupported})})")
 
 
+class MismatchError(KeyError):
+    """The names of a state dict and a net differ (a ``KeyError`` whose message reads as one line)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+# Folder tensors no zoo net reads, left unused without a refusal: buffers Hugging Face recomputes
+# from the config (position ids, rotary frequencies, GPT-2's and GPT-Neo's causal masks) and the
+# heads no zoo family builds (BERT's and ViT's pooler, BERT's next-sentence head).
+DERIVED = (".position_ids", "rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias",
+           ".attention.masked_bias")
+NOT_BUILT = ("pooler.", "seq_relationship.")
+
+
+def _layer_keys(config: dict[str, Any], where: str = "") -> list[str]:
+    """``key=value`` of every layer count in a ``config.json`` (nested parts too)."""
+    found = []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            found += _layer_keys(value, f"{where}{key}.")
+        elif key in LAYER_KEYS:
+            found.append(f"{where}{key}={value}")
+    return found
+
+
+def _refuse_unused(folder: FolderWeights, used: set[int], loaded: list[Tensor]) -> None:
+    """Every tensor of ``folder`` must be one the net loads (``used``: storages), one left out on
+    purpose, a derived buffer or unbuilt head (:data:`DERIVED`, :data:`NOT_BUILT`), or a tied copy
+    of a loaded tensor (the same values: ``lm_head.weight`` beside the token embedding)."""
+    def accounted(name: str, tensor: Tensor) -> bool:
+        return (_storage(tensor) in used or _storage(tensor) in folder.left_out or name.endswith(DERIVED)
+                or any(part in name for part in NOT_BUILT)
+                or any(t.shape == tensor.shape and t.dtype == tensor.dtype and torch.equal(t, tensor) for t in loaded))
+
+    unused = sorted(name for name, tensor in folder.items() if not accounted(name, tensor))
+    if unused:
+        files = sorted({str(folder.files[name]) for name in unused})
+        layers = _layer_keys(folder.config)
+        says = f"; its config.json says {', '.join(layers)}" if layers and any(c.isdigit() for c in "".join(unused)) else ""
+        raise ValueError(f"{', '.join(files)}: {len(unused)} tensors the net config.json describes does not use "
+                         f"({', '.join(unused[:6])}{', ...' if len(unused) > 6 else ''}){says}: the config and the "
+                         f"weights disagree; fix config.json or give the weights it describes")
+
+
+def _check_values(name: str, value: Tensor, own: Tensor) -> None:
+    """A weight for a float parameter must be floats, all finite; names the folder tensor and file."""
+    origin = _origin(value)
+    where = origin[0].where(origin[1]) if origin else f"weight {name!r}"
+    if own.is_floating_point() and not value.is_floating_point():
+        raise ValueError(f"{where} holds {value.dtype} values where the net's {name} is a float weight: "
+                         f"not a checkpoint of this model's weights")
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        bad = int((~torch.isfinite(value)).sum())
+        raise ValueError(f"{where} holds {bad} NaN or infinite values (of {value.numel()}): the weights are broken")
+
+
 def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
-    """Copy ``state`` into ``net``: every parameter must be given, with its exact shape. Weights of
-    layers ``net`` does not build (a LLaVA vision tower's layers after its feature layer) are skipped."""
+    """Copy ``state`` into ``net``: every parameter must be given, with its exact shape, as finite
+    floats. Weights of layers ``net`` does not build (a LLaVA vision tower's layers after its
+    feature layer) are skipped. Where ``state`` was renamed from a folder's tensors
+    (:func:`read_weights`), every tensor of that folder must be used (see :func:`_refuse_unused`)."""
+    given = {_storage(v) for v in state.values() if isinstance(v, Tensor)}
+    folders = [f for f in list(_READ.values()) if given & f.by_storage.keys()]
     state = without_unread(net, state)
     own = net.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     if missing or unexpected:
-        raise KeyError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
+        source = f" (from {', '.join(str(f.folder) for f in folders)})" if folders else ""
+        raise MismatchError(f"state dict mismatch{source}: missing {missing}, unexpected {unexpected}")
     for name, value in state.items():
         if own[name].shape != value.shape:
             raise ValueError(f"{name}: checkpoint has shape {tuple(value.shape)}, model has {tuple(own[name].shape)}")
+    for folder in folders:
+        _refuse_unused(folder, given, list(state.values()))
+    for name, value in state.items():
+        _check_values(name, value, own[name])
     net.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
+
+
+def convert_folder(converter: str, net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """(``net_cfg`` reshaped, the net) from the folder ``path`` by ``converter``'s ``model.init_from``
+    hook; a tensor the converter needs that the folder's weights lack is named with the folder's
+    files and its layer counts (a plain ``KeyError`` of the renaming otherwise)."""
+    try:
+        return hydra.utils.get_method(converter)(net_cfg, path)
+    except KeyError as err:
+        read = [f for f in list(_READ.values()) if f.folder == Path(path)]
+        if type(err) is not KeyError or not read or not isinstance(err.args[0], str):
+            raise
+        files = sorted({str(file) for f in read for file in f.files.values()})
+        layers = _layer_keys(read[0].config)
+        says = f" (its config.json says {', '.join(layers)})" if layers else ""
+        raise ValueError(f"{', '.join(files) or path}: no tensor {err.args[0]!r}, which the net config.json "
+                         f"describes needs{says}: the config and the weights disagree") from None
 
 
 def layer_pattern(kinds: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import build_net, init_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
 
 MODEL_TYPES = ("vit",)  # the config.json model_type values the Hugging Face reader takes
 
@@ -153,7 +153,7 @@ def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, A
         warnings.warn(f"{path} classifies {shape['head.num_classes']} labels, the data {classes}: "
                       f"the classifier starts from scratch")
         shape = shape | {"head.num_classes": classes}
-        state = {k: v for k, v in state.items() if not k.startswith("head.proj.")}
+        state = leave_out(state, "head.proj.")
 
     def load_keeping_fresh_head(net: nn.Module, weights: dict[str, Tensor]) -> None:
         fresh = {k: v for k, v in net.state_dict().items() if k.startswith("head.proj.")}

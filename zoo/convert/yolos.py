@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import build_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, vit_shape
 from zoo.convert.vivit import _square
 
@@ -94,7 +94,7 @@ def _load_detector(net: nn.Module, state: dict[str, Tensor]) -> None:
     fresh = net.state_dict()
     classes = {k: v for k, v in fresh.items() if k.startswith("head.classes.")}
     if any(k in state and state[k].shape != v.shape for k, v in classes.items()):
-        state = state | classes
+        state = leave_out(state, "head.classes.") | classes
     load_mapped(net, state)
 
 

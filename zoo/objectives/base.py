@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.train.checkpoint import load, net_state
-from zoo.convert.common import load_mapped
+from zoo.convert.common import convert_folder, load_mapped
 from zoo.convert.hub import resolve
 from zoo.train.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
@@ -74,7 +74,7 @@ class Objective(L.LightningModule):
             if not converter:
                 raise ValueError(f"model.init_from={init_from} is a directory, and this model has no "
                                  f"model.converter to read it (a zoo .ckpt file needs none)")
-            net_cfg, self.net = hydra.utils.get_method(converter)(net_cfg, init_from)
+            net_cfg, self.net = convert_folder(converter, net_cfg, init_from)
         else:
             self.net = hydra.utils.instantiate(net_cfg)
         if init_from and not Path(init_from).is_dir():

@@ -189,6 +189,8 @@ def _sizes(node: Any, file: Path, where: str = "") -> None:
             _sizes(value, file, f"{where}{key}.")
         elif key.startswith(SIZE_PREFIXES) or key.endswith(SIZE_SUFFIXES):
             values = value if isinstance(value, list) else [value]
+            if any(isinstance(v, str) for v in values) and isinstance(value, list):
+                continue  # names, not sizes (GPT-Neo's attention_layers: ["global", "local"])
             if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in values):
                 raise ValueError(f"{file}: {where}{key}={value!r} is not a size (a whole number >= 0)")
 

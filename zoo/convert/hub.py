@@ -74,8 +74,10 @@ def _timm(source: str) -> str:
     name, _, file = source.removeprefix(TIMM_PREFIX).partition("@")
     if not TIMM_NAME.match(name):
         raise ValueError(f"{source}: expected timm:<model name>[@<weights file>], e.g. timm:vit_small_patch16_224")
-    if file and (not Path(file).is_file() or Path(file).suffix not in TIMM_WEIGHTS):
-        raise ValueError(f"{source}: {file} is not a weights file (a {', '.join(TIMM_WEIGHTS)} file that exists)")
+    if file and not Path(file).is_file():
+        raise FileNotFoundError(f"{source}: the weights file {file} does not exist")
+    if file and Path(file).suffix not in TIMM_WEIGHTS:
+        raise ValueError(f"{source}: {file} is not a weights file (a {', '.join(TIMM_WEIGHTS)} file)")
     cache = Path(os.environ.get("ZOO_CACHE_DIR", ".cache/zoo"))
     try:
         return str(timm_folder(name, file or None, cache))

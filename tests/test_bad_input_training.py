@@ -110,7 +110,7 @@ def test_a_resume_from_an_unreadable_checkpoint_changes_nothing_of_the_run(tmp_p
     _earlier_run(run)  # its last.ckpt is truncated (not a checkpoint)
     (run / "hparams.yaml").write_text("earlier: hparams\n")
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
-    with pytest.raises(RuntimeError, match="last.ckpt could not be read"):
+    with pytest.raises(RuntimeError, match="not a checkpoint: .*last.ckpt"):
         call("train", _in_process(run, shakespeare_dir, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from zoo.convert.hub import inside
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
+from zoo.models import size
 from zoo.nn.tower import without_unread
 
 
@@ -364,6 +365,8 @@ def init_net(net_cfg: dict[str, Any], shape: dict[str, Any], state: dict[str, Te
     cfg = OmegaConf.create(net_cfg)
     for key, value in shape.items():
         OmegaConf.update(cfg, key, value)
+    origin = next(filter(None, map(_origin, state.values())), None)
+    size.check(OmegaConf.to_container(cfg), f"{origin[0].folder / 'config.json'}" if origin else "the converted net")
     net = hydra.utils.instantiate(cfg)
     with torch.no_grad():
         load(net, state)

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from zoo.train.checkpoint import load, net_state
 from zoo.convert.common import convert_folder, load_mapped
 from zoo.convert.hub import resolve
+from zoo.models.size import check as check_size
 from zoo.train.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
@@ -76,6 +77,7 @@ class Objective(L.LightningModule):
                                  f"model.converter to read it (a zoo .ckpt file needs none)")
             net_cfg, self.net = convert_folder(converter, net_cfg, init_from)
         else:
+            check_size(net_cfg, "model.net")  # before anything is allocated
             self.net = hydra.utils.instantiate(net_cfg)
         if init_from and not Path(init_from).is_dir():
             load_mapped(self.net, net_state(init_from))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from zoo.models.size import check as check_size
 from zoo.registry import (ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_TARGETS, OBJECTIVES, name_of, objective_class,
                           objective_name)
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 # ckpt_path values Lightning resolves itself to a checkpoint this run's callbacks wrote.
 LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
+ZIP_MAGIC, PICKLE_MAGIC = b"PK\x03\x04", b"\x80"  # how torch.save's files begin (zip; legacy pickle)
 
 
 def _check_config(node: Any, where: str, path: Path) -> None:
@@ -77,17 +79,47 @@ def read(path: str | Path, needs: tuple[str, ...] = ("zoo_objective", "hyper_par
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    _refuse_other_files(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
-        raise RuntimeError(f"checkpoint {path} could not be read: {err}") from err
+        raise RuntimeError(f"checkpoint {path} could not be read (truncated or damaged?): {err}") from err
     if not isinstance(ckpt, dict):
         raise RuntimeError(f"{path} is not a zoo checkpoint (it holds a {type(ckpt).__name__}, not a dict)")
     missing = [key for key in needs if key not in ckpt]
     if missing:
         raise RuntimeError(f"{path} is not a zoo checkpoint (no {missing} entry)")
     check_names(ckpt, path)
+    _check_tokenizer(ckpt, path)
     return ckpt
+
+
+def _refuse_other_files(path: Path) -> None:
+    """Refuse a file ``torch.save`` did not write (an empty file, a text file) as what it is:
+    its files are zip archives, or pickles in the legacy format."""
+    with path.open("rb") as file:
+        head = file.read(4)
+    if not head:
+        raise RuntimeError(f"not a checkpoint: {path} (an empty file)")
+    if not head.startswith((ZIP_MAGIC, PICKLE_MAGIC)):
+        raise RuntimeError(f"not a checkpoint: {path} (a file of {path.stat().st_size} bytes torch.save did not "
+                           f"write: it starts with {head!r})")
+
+
+def _check_tokenizer(ckpt: dict, path: Path) -> None:
+    """A stored tokenizer state must rebuild (every command that reads the checkpoint decodes with it)."""
+    from zoo.data.tokenizers import tokenizer_from_state
+
+    state = ckpt.get("hyper_parameters", {}).get("tokenizer")
+    if state is None:
+        return
+    try:
+        if not isinstance(state, dict):
+            raise ValueError(f"a {type(state).__name__}, not a dict")
+        tokenizer_from_state(state)
+    except Exception as err:  # a missing entry, a vocabulary tokenizers cannot parse: the part is what matters
+        raise ValueError(f"checkpoint {path}: hyper_parameters.tokenizer is not a tokenizer the zoo can rebuild "
+                         f"({type(err).__name__}: {err})") from None
 
 
 def _class_name(objective: str) -> str:
@@ -105,6 +137,9 @@ def load(path: str | Path, map_location: str | torch.device = "cpu", accepts: Co
     if accepts is not None and name not in accepts:
         raise ValueError(f"{path} is a {name} checkpoint ({_class_name(name)}): {command} needs "
                          f"{' or '.join(accepts)}")
+    net = ckpt["hyper_parameters"].get("net")
+    if isinstance(net, dict):
+        check_size(net, f"checkpoint {path} (its stored model.net)")  # before anything is allocated
     objective = objective_class(name)(**ckpt["hyper_parameters"])
     objective.load_state_dict(ckpt["state_dict"])
     return objective.to(map_location).eval()

@@ -141,7 +141,7 @@ def from_folder(source: str, device: str) -> Source:
         return Source(net, kind, DEFAULTS[kind], pixel_mean=settings.get("image_mean", 0.5) if normalise else 0.0,
                       pixel_std=settings.get("image_std", 0.5) if normalise else 1.0)
     tokenizer = HFTokenizer.from_pretrained_dir(st.model_dir if st else folder)
-    if tokenizer.vocab_size > config["vocab_size"]:
+    if tokenizer.vocab_size != config["vocab_size"]:  # as training refuses it (zoo.convert.common.check_vocab)
         raise ValueError(f"the tokenizer of {source} has {tokenizer.vocab_size} tokens but its config.json has "
                          f"vocab_size={config['vocab_size']}: put the weights' own tokenizer beside them")
     width = _first_embedder(net).tokens.embedding_dim

@@ -113,17 +113,31 @@ class HFTokenizer:
         silently shorten every document and pad short ones."""
         path = Path(path)
         if (path / "tokenizer.json").is_file():
-            tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+            file = path / "tokenizer.json"
+            try:
+                tok = Tokenizer.from_file(str(file))
+            except Exception as err:  # tokenizers raises a bare Exception naming no file
+                raise ValueError(f"{file} is not a tokenizers file that can be read: {err}") from None
             tok.no_truncation()
             tok.no_padding()
-            return cls(tok)
+            return cls._some_tokens(cls(tok), file)
         if (path / "vocab.txt").is_file():
             from tokenizers.implementations import BertWordPieceTokenizer
 
             config = path / "tokenizer_config.json"
             lowercase = json.loads(config.read_text()).get("do_lower_case", True) if config.is_file() else True
-            return cls(BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=lowercase)._tokenizer)
+            try:
+                tok = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=lowercase)._tokenizer
+            except Exception as err:  # e.g. "sep_token not found in the vocabulary", naming no file
+                raise ValueError(f"{path / 'vocab.txt'} is not a WordPiece vocabulary that can be read: {err}") from None
+            return cls._some_tokens(cls(tok), path / "vocab.txt")
         raise FileNotFoundError(f"{path} has neither tokenizer.json nor vocab.txt")
+
+    @staticmethod
+    def _some_tokens(tokenizer: "HFTokenizer", file: Path) -> "HFTokenizer":
+        if tokenizer.vocab_size == 0:
+            raise ValueError(f"{file} holds no token: not the tokenizer of a checkpoint")
+        return tokenizer
 
     @property
     def vocab_size(self) -> int:

@@ -29,6 +29,12 @@ def _losses(run_dir) -> dict[int, float]:
         return {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
 
 
+def _loss_steps(run_dir) -> list[int]:
+    """The steps of the training-loss rows of metrics.csv in the file's order (a step logged twice shows twice)."""
+    with open(run_dir / "metrics.csv") as f:
+        return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+
+
 def _global_steps(order_of_rank: list[GlobalOrder]) -> list[set[int]]:
     """The items of each global step, all ranks together."""
     return [set().union(*step) for step in zip(*[list(o) for o in order_of_rank])]
@@ -93,7 +99,7 @@ def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir, 
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=40")
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     a, b = _losses(straight), _losses(run)
-    assert sorted(b) == list(range(40, 60))  # the resumed run's log
+    assert _loss_steps(run) == list(range(60))  # the log holds both segments, each step once
     for step in b:
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
 
@@ -118,7 +124,8 @@ def test_a_run_stopped_by_sigterm_saves_and_resumes_to_the_same_losses(tmp_path,
     assert 25 <= stopped < 60
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     a, b = _losses(straight), _losses(run)
-    assert min(b) == stopped and max(b) == 59
+    # both segments, each step once: the rows the first logged past its checkpoint (if any) give way
+    assert _loss_steps(run) == list(range(60))
     for step in b:
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
 
@@ -169,7 +176,8 @@ def test_resume_under_another_number_of_processes(tmp_path, shakespeare_dir, bef
     want_losses, want_samples = _straight_run(tmp_path, shakespeare_dir, after)
     assert sorted(samples) == list(range(6, STEPS))
     assert samples == {s: want_samples[s] for s in range(6, STEPS)}
-    for step in range(6, STEPS):
+    assert _loss_steps(run) == list(range(STEPS))  # both segments in the log
+    for step in range(STEPS):
         assert losses[step] == pytest.approx(want_losses[step], rel=1e-4), step
 
 
@@ -209,7 +217,7 @@ def test_two_nodes_train_and_resume_like_two_processes(tmp_path, shakespeare_dir
                                               f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"))
     want_losses, want_samples = _straight_run(tmp_path, shakespeare_dir, 2)
     losses, samples = _losses(run), _sample_indices(run, shakespeare_dir, tmp_path)
-    assert sorted(losses) == list(range(6, STEPS)) and samples == {s: want_samples[s] for s in range(6, STEPS)}
+    assert _loss_steps(run) == list(range(STEPS)) and samples == {s: want_samples[s] for s in range(6, STEPS)}
     for step in losses:
         assert losses[step] == pytest.approx(want_losses[step], rel=1e-4), step
     # one run directory, written by global rank 0: no per-rank copies of logs, configs or checkpoints

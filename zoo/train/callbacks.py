@@ -1,8 +1,10 @@
-"""Callbacks the training adds: throughput and model FLOPs utilisation; the stop on a non-finite loss."""
+"""Callbacks the training adds: throughput and model FLOPs utilisation; the stop on non-finite weights
+or a non-finite loss; the checkpoint on SIGTERM."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,19 @@ class Throughput(ThroughputMonitor):
         rank_zero_info(f"MFU is measured against {peak / 1e12:.2f} TFLOP/s per device ({source})")
 
 
+def non_finite(tensors: Mapping[str, torch.Tensor]) -> list[str]:
+    """The names of the floating-point tensors of ``tensors`` (a state dict) that hold a NaN or an inf."""
+    return [name for name, w in tensors.items() if w.is_floating_point() and not bool(torch.isfinite(w).all())]
+
+
 class StopOnNonFinite(L.Callback):
-    """Stops the run at the first non-finite training loss or monitored validation metric, naming the step
-    and the last finite training loss, and refuses to save a checkpoint that holds a non-finite
-    weight, so that neither ``last.ckpt`` nor the best checkpoint is ever overwritten by a diverged
-    model (train.py adds it unless ``detect_nan=false``; Lightning runs ModelCheckpoint's hooks
-    after this one's). Under DDP the ranks decide together, so that none is left waiting."""
+    """Refuses to start from non-finite weights, naming them (a ``model.init_from`` or a resumed
+    checkpoint that holds a NaN would otherwise read as a diverging run); stops the run at the first
+    non-finite training loss or monitored validation metric, naming the step and the last finite
+    training loss; and refuses to save a checkpoint that holds a non-finite weight, so that neither
+    ``last.ckpt`` nor the best checkpoint is ever overwritten by a diverged model (train.py adds it
+    unless ``detect_nan=false``; Lightning runs ModelCheckpoint's hooks after this one's). Under DDP
+    the ranks decide together, so that none is left waiting."""
 
     def __init__(self) -> None:
         self.step = 0
@@ -54,6 +63,17 @@ class StopOnNonFinite(L.Callback):
         last = f"the last finite loss was {self.last[1]:.6g} at step {self.last[0]}" if self.last else "no finite loss yet"
         return FloatingPointError(f"{what} ({last}); the run stops without saving a checkpoint from here on: "
                                   f"lower optim.lr, or pass detect_nan=false to train on regardless")
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Here the weights are those the run starts from: built, read from model.init_from, or restored.
+        bad = non_finite(pl_module.state_dict())
+        if trainer.strategy.reduce_boolean_decision(bool(bad), all=False):
+            init_from = pl_module.hparams.get("init_from")
+            source = (f"ckpt_path={trainer.ckpt_path}" if trainer.ckpt_path else
+                      f"model.init_from={init_from}" if init_from else "the initialisation")
+            which = f"{len(bad)} tensors (e.g. {bad[0]})" if bad else "tensors on another process"
+            raise FloatingPointError(f"the weights this run starts from ({source}) are not finite: {which} hold NaN "
+                                     f"or inf; start from other weights, or pass detect_nan=false to train on regardless")
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
         self.step = trainer.global_step  # the step this batch's loss is logged at
@@ -78,8 +98,7 @@ class StopOnNonFinite(L.Callback):
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Lightning writes the file after this hook: raising here leaves the earlier checkpoints as they are.
-        bad = [name for name, w in checkpoint["state_dict"].items()
-               if w.is_floating_point() and not bool(torch.isfinite(w).all())]
+        bad = non_finite(checkpoint["state_dict"])
         if bad:
             raise self._stop(f"{len(bad)} weight tensors (e.g. {bad[0]}) are not finite at step {self.step}")
 

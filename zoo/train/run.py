@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import copy
+import csv
 import re
 from pathlib import Path
 from typing import Iterable
 
 import hydra
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.train import compat, run_dir
-from lightning.pytorch.utilities.exceptions import SIGTERMException
-
 from zoo.train.callbacks import SaveOnSigterm, StopOnNonFinite
 from zoo.train.checkpoint import check_resumable
+from zoo.train.checkpoint_io import NamedCheckpointIO
 from zoo.viz.plots import plot_curves
 
 
@@ -66,19 +69,42 @@ def build(cfg: DictConfig):
     return datamodule, objective(cfg, tokenizer)
 
 
+def keep_earlier_rows(loggers: Iterable[Logger], ckpt_path: str | None) -> None:
+    """A run resumed into its own directory continues its ``metrics.csv``: Lightning's CSVLogger
+    deletes the file when it starts (its first ``experiment`` call), so its rows of the steps
+    before the one the run resumes at are read first and written back at once. The rows from that
+    step on are dropped: those steps are trained again, and logged anew. Call on global rank 0,
+    before anything calls a logger."""
+    logs = [(logger, Path(logger.log_dir) / "metrics.csv") for logger in loggers if isinstance(logger, CSVLogger)]
+    logs = [(logger, path) for logger, path in logs if path.is_file()]
+    if not ckpt_path or not logs:
+        return
+    # check_resumable has read this file already; mmap reads only the entries, not the weights.
+    step = int(torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
+    for logger, path in logs:
+        with path.open(newline="") as f:
+            rows = [row for row in csv.DictReader(f) if row.get("step", "").isdigit() and int(row["step"]) < step]
+        writer = logger.experiment  # deletes metrics.csv
+        writer.metrics = rows
+        writer.save()
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     if cfg.detect_nan:
         callbacks.append(StopOnNonFinite())
     callbacks.append(SaveOnSigterm())
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers,
+                                                 plugins=[NamedCheckpointIO()])
     # The trainer's strategy knows this process's global rank (not a stray SLURM_PROCID or RANK).
     run_dir.claim(Path(cfg.paths.output_dir), cfg.ckpt_path, cfg.overwrite, trainer.global_rank)
     L.seed_everything(cfg.seed, workers=True)
     datamodule, model = build(cfg)
     # Before anything is written: the logger's first call deletes metrics.csv, config.yaml is rewritten.
     check_resumable(cfg.ckpt_path, model)
+    if trainer.is_global_zero:
+        keep_earlier_rows(trainer.loggers, cfg.ckpt_path)
     for logger in trainer.loggers:  # the whole resolved config, not only the objective's arguments
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     if trainer.is_global_zero:

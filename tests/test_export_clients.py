@@ -8,6 +8,7 @@ exports."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,58 @@ def test_a_from_scratch_checkpoint_of_every_family_exports_and_loads(tmp_path, m
     assert type(loaded).__name__ == written == config.architectures[0]
     if "class_names" in dims:
         assert loaded.config.id2label == dict(enumerate(NAMES))
+
+
+FSDD = Path(os.environ.get("ZOO_DATA_DIR", "/nonexistent")) / "fsdd" / "recordings"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not FSDD.is_dir(), reason="needs FSDD's recordings under ZOO_DATA_DIR")
+def test_a_whisper_trained_on_padded_windows_transcribes_in_the_asr_pipeline(tmp_path, capsys):
+    """A Whisper trained a few steps on FSDD with ``data.pad_audio`` (every utterance zero-padded
+    to the encoder's 2 s window, as Whisper's input is) exports a ``WhisperFeatureExtractor`` of
+    that window and a ``WhisperTokenizer`` of the run's BPE: on FSDD test wavs the pipeline's text
+    is ``zoo transcribe``'s; the greedy token ids are equal and the logits on the pipeline's
+    features within the shared bound of the zoo net's on its own."""
+    import soundfile
+    from transformers import AutoFeatureExtractor, AutoTokenizer, WhisperForConditionalGeneration, pipeline
+
+    from exactness import assert_matches
+    from zoo.cli.transcribe import load_model
+    from zoo.data.audio import LogMel, load_audio
+    from zoo.train.run import train
+
+    train(compose_config([
+        "model=whisper", "data=fsdd", "trainer=cpu", f"paths.data_dir={FSDD.parents[1]}",
+        f"paths.cache_dir={tmp_path}/cache", f"paths.output_dir={tmp_path}/run", "model.net.block.d_model=32",
+        "model.net.block.n_heads=2", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+        "model.net.encoder_embedder.max_len=100", "data.max_seconds=2", "data.pad_audio=true", "data.max_digits=1",
+        "data.tokenizer=bpe", "data.bpe_vocab_size=60", "model.decoding.max_new_tokens=6", "data.batch_size=8",
+        "trainer.max_steps=20", "trainer.val_check_interval=20", "trainer.limit_val_batches=1",
+        "+trainer.limit_test_batches=0", "optim.warmup_steps=2"]))
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    export(ckpt, tmp_path / "out")
+    asr = pipeline("automatic-speech-recognition", model=str(tmp_path / "out"))
+    hf = WhisperForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
+    extractor = AutoFeatureExtractor.from_pretrained(tmp_path / "out")
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    zoo = load_model(str(ckpt))
+    wavs = [FSDD / f"{digit}_jackson_{take}.wav" for digit, take in ((3, 0), (7, 1), (9, 2))]
+    capsys.readouterr()
+    call("transcribe", [f"ckpt={ckpt}", f"audio=[{','.join(map(str, wavs))}]"])
+    ours = [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()]
+    assert all(ours), ours  # a few steps in, each transcript is a digit word or more
+    for wav, text in zip(wavs, ours):
+        wave, rate = soundfile.read(wav, dtype="float32")
+        assert asr({"raw": wave, "sampling_rate": rate})["text"].strip() == text  # Whisper's leading space
+        features = extractor(load_audio(wav).numpy(), sampling_rate=16000, return_tensors="pt").input_features
+        own = LogMel(window=zoo.audio_window)(load_audio(wav))[None]
+        prompt = torch.tensor([[zoo.bos_id]])
+        ids = zoo.decode(own, prompt)[0]
+        theirs = hf.generate(features)[0].tolist()  # Whisper's generate strips the start token
+        assert theirs in (ids, [*ids, zoo.eos_id]), (theirs, ids)
+        assert hf_tok.decode(ids, skip_special_tokens=True).strip() == text == zoo.tokenizer.decode(ids)
+        target = torch.tensor([[zoo.bos_id, *ids]])
+        with torch.no_grad():
+            assert_matches(hf(input_features=features, decoder_input_ids=target).logits,
+                           zoo.net(own, target), what=f"logits on {wav.name}")

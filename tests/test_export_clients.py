@@ -288,3 +288,46 @@ def test_a_whisper_trained_on_padded_windows_transcribes_in_the_asr_pipeline(tmp
         with torch.no_grad():
             assert_matches(hf(input_features=features, decoder_input_ids=target).logits,
                            zoo.net(own, target), what=f"logits on {wav.name}")
+
+
+@pytest.mark.slow  # 12 s on one core: the pipeline's processor and model loads
+@torch.no_grad()
+def test_a_llava_answers_in_the_image_text_to_text_pipeline(tmp_path, capsys):
+    """The folder's LlavaProcessor (CLIP image processor of the tower's size, the run's word
+    tokenizer, a chat template that renders the data's prompt) gives the prompt ids and pixels
+    ``zoo answer`` builds; no bos id of another vocabulary is set; the greedy answer ids are
+    equal and the pipeline's text is ``zoo answer``'s (the pipeline keeps the space before the
+    first new word: it cuts the prompt's text off the whole decoded text)."""
+    from transformers import AutoProcessor, LlavaForConditionalGeneration, pipeline
+
+    from zoo.data.images import load_image
+    from zoo.data.shapes_vqa import PROMPT, vocabulary
+    from zoo.inference.answering import Answerer
+
+    tok = vocabulary()
+    dims = {"vocab_size": tok.vocab_size, "image_token_id": tok.image_id, "prompt": PROMPT, "metric": "exact_match"}
+    checkpoint(tmp_path / "vlm.ckpt", "llava", dims, *TINY_LM[:4], "model.net.embedder.vision.model.n_layers=2",
+               "model.net.embedder.vision.model.block.d_model=16", "model.net.embedder.vision.model.block.n_heads=2",
+               "model.net.embedder.vision.model.embedder.patch_size=16", "model.max_answer_tokens=6", tokenizer=tok)
+    export(tmp_path / "vlm.ckpt", tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["text_config"].get("bos_token_id") is None
+    answerer = Answerer(tmp_path / "vlm.ckpt")
+    # at the tower's size: resized, PIL's bicubic and the zoo's round a few pixels one level apart
+    image, question = _png(tmp_path / "x.png", answerer.net.embedder.vision.image_size), "what color is the circle?"
+    tokens, pixels, _ = answerer.inputs(load_image(image), question)
+    _, ids = answerer.answer_ids(load_image(image), question)
+    messages = [{"role": "user", "content": [{"type": "image", "url": str(image)}, {"type": "text", "text": question}]}]
+    processor = AutoProcessor.from_pretrained(tmp_path / "out")
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(images=load_image(image), text=text, return_tensors="pt")
+    assert inputs.input_ids.tolist() == tokens.tolist()
+    torch.testing.assert_close(inputs.pixel_values, pixels, atol=1e-6, rtol=0)
+    hf = LlavaForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
+    new = hf.generate(**inputs, max_new_tokens=6, do_sample=False)[0, tokens.shape[1]:].tolist()
+    assert new in (ids, [*ids, tok.eos_id]), (new, ids)
+    capsys.readouterr()
+    call("answer", [f"ckpt={tmp_path / 'vlm.ckpt'}", f"image={image}", f"question='{question}'"])
+    ours = capsys.readouterr().out.rstrip("\n")
+    found = pipeline("image-text-to-text", model=str(tmp_path / "out"))(text=messages, max_new_tokens=6,
+                                                                          return_full_text=False)
+    assert ours and found[0]["generated_text"].strip() == ours

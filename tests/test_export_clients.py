@@ -331,3 +331,47 @@ def test_a_llava_answers_in_the_image_text_to_text_pipeline(tmp_path, capsys):
     found = pipeline("image-text-to-text", model=str(tmp_path / "out"))(text=messages, max_new_tokens=6,
                                                                           return_full_text=False)
     assert ours and found[0]["generated_text"].strip() == ours
+
+
+def _mp4(path: Path, frames: int, size: int) -> Path:
+    """A video of ``frames`` random RGB frames of ``size`` x ``size`` (MPEG-4, PyAV) at ``path``."""
+    import av
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for _ in range(frames):
+            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+@pytest.mark.parametrize("model", ["vivit", "videomae"])
+@torch.no_grad()
+def test_a_video_classifier_classifies_in_the_video_classification_pipeline(tmp_path, model):
+    """The folder's video processor reads a clip as the zoo's data does (pixel / 255, the run's mean
+    and std: ViViT's own video processor would offset it to [-1, 1] whatever its config says, so
+    the folder names VideoMAE's); id2label is the data's class names; the pipeline's labels and
+    scores are the zoo net's on the zoo's own decoding. The pipeline is given the decoded frames:
+    given a path, transformers 5 decodes with torchcodec, which the venv does not have (PyAV it has)."""
+    from transformers import AutoImageProcessor, pipeline
+
+    from zoo.data.videos import decode_video, fit_clip, normalise
+
+    dims = {"num_classes": 3, "image_size": 16, "channels": 3, "num_frames": 4, "class_names": NAMES,
+            "pixel_mean": MEAN, "pixel_std": STD}
+    net = checkpoint(tmp_path / "v.ckpt", model, dims, *TINY_VISION, "model.net.embedder.patch_size=8")
+    export(tmp_path / "v.ckpt", tmp_path / "out")
+    clip = decode_video(_mp4(tmp_path / "x.mp4", 4, 16))  # the model's frames and size: neither side resamples
+    probs = net(normalise(fit_clip(clip, 4, 16, True, "x")[0], MEAN, STD)[None])[0].softmax(-1)
+    best = probs.topk(3)
+    frames = clip.permute(0, 2, 3, 1).numpy()  # (T, H, W, C)
+    found = pipeline("video-classification", model=str(tmp_path / "out"))(frames, top_k=3)
+    assert [f["label"] for f in found] == [NAMES[i] for i in best.indices.tolist()]
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+    pixels = AutoImageProcessor.from_pretrained(tmp_path / "out")(list(frames), return_tensors="pt").pixel_values
+    torch.testing.assert_close(pixels[0], normalise(clip, MEAN, STD), atol=1e-6, rtol=0)

@@ -517,9 +517,16 @@ def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]
             "pad_size": {"height": e["image_size"], "width": e["image_size"]}, "format": "coco_detection"}}
     if hf_class in ("VivitForVideoClassification", "VideoMAEForVideoClassification"):
         kind = "VivitImageProcessor" if hf_class.startswith("Vivit") else "VideoMAEImageProcessor"
-        config = _image_processor(kind, e["image_size"], hparams)
-        # ViViT's processor maps pixels to [-1, 1] by default (offset): the zoo's clips are pixel / 255
-        return {"preprocessor_config.json": config | {"do_center_crop": False, "offset": False}}
+        # the zoo's clips: centre-cropped square, resized bilinear, pixel / 255 (ViViT's own processor's
+        # default offset maps them to [-1, 1])
+        config = _image_processor(kind, e["image_size"], hparams) | {"do_center_crop": False, "resample": 2}
+        # The video-classification pipeline reads with a video processor, built from this file unless
+        # video_preprocessor_config.json names one; ViViT's (VivitVideoProcessor) always offsets,
+        # whatever its config says, so the video file names VideoMAE's, which reads pixel / 255
+        video = {k: v for k, v in config.items() if k != "image_processor_type"}
+        return {"preprocessor_config.json": config | {"offset": False},
+                "video_preprocessor_config.json": video | {"video_processor_type": "VideoMAEVideoProcessor",
+                                                           "do_sample_frames": False}}
     if hf_class == "WhisperForConditionalGeneration":
         from zoo.data.audio import HOP_LENGTH
 

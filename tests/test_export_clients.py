@@ -8,6 +8,7 @@ exports."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,145 @@ def test_a_from_scratch_checkpoint_of_every_family_exports_and_loads(tmp_path, m
     assert type(loaded).__name__ == written == config.architectures[0]
     if "class_names" in dims:
         assert loaded.config.id2label == dict(enumerate(NAMES))
+
+
+FSDD = Path(os.environ.get("ZOO_DATA_DIR", "/nonexistent")) / "fsdd" / "recordings"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not FSDD.is_dir(), reason="needs FSDD's recordings under ZOO_DATA_DIR")
+def test_a_whisper_trained_on_padded_windows_transcribes_in_the_asr_pipeline(tmp_path, capsys):
+    """A Whisper trained a few steps on FSDD with ``data.pad_audio`` (every utterance zero-padded
+    to the encoder's 2 s window, as Whisper's input is) exports a ``WhisperFeatureExtractor`` of
+    that window and a ``WhisperTokenizer`` of the run's BPE: on FSDD test wavs the pipeline's text
+    is ``zoo transcribe``'s; the greedy token ids are equal and the logits on the pipeline's
+    features within the shared bound of the zoo net's on its own."""
+    import soundfile
+    from transformers import AutoFeatureExtractor, AutoTokenizer, WhisperForConditionalGeneration, pipeline
+
+    from exactness import assert_matches
+    from zoo.cli.transcribe import load_model
+    from zoo.data.audio import LogMel, load_audio
+    from zoo.train.run import train
+
+    train(compose_config([
+        "model=whisper", "data=fsdd", "trainer=cpu", f"paths.data_dir={FSDD.parents[1]}",
+        f"paths.cache_dir={tmp_path}/cache", f"paths.output_dir={tmp_path}/run", "model.net.block.d_model=32",
+        "model.net.block.n_heads=2", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1",
+        "model.net.encoder_embedder.max_len=100", "data.max_seconds=2", "data.pad_audio=true", "data.max_digits=1",
+        "data.tokenizer=bpe", "data.bpe_vocab_size=60", "model.decoding.max_new_tokens=6", "data.batch_size=8",
+        "trainer.max_steps=20", "trainer.val_check_interval=20", "trainer.limit_val_batches=1",
+        "+trainer.limit_test_batches=0", "optim.warmup_steps=2"]))
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    export(ckpt, tmp_path / "out")
+    asr = pipeline("automatic-speech-recognition", model=str(tmp_path / "out"))
+    hf = WhisperForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
+    extractor = AutoFeatureExtractor.from_pretrained(tmp_path / "out")
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    zoo = load_model(str(ckpt))
+    wavs = [FSDD / f"{digit}_jackson_{take}.wav" for digit, take in ((3, 0), (7, 1), (9, 2))]
+    capsys.readouterr()
+    call("transcribe", [f"ckpt={ckpt}", f"audio=[{','.join(map(str, wavs))}]"])
+    ours = [line.split("\t")[1] for line in capsys.readouterr().out.splitlines()]
+    assert all(ours), ours  # a few steps in, each transcript is a digit word or more
+    for wav, text in zip(wavs, ours):
+        wave, rate = soundfile.read(wav, dtype="float32")
+        assert asr({"raw": wave, "sampling_rate": rate})["text"].strip() == text  # Whisper's leading space
+        features = extractor(load_audio(wav).numpy(), sampling_rate=16000, return_tensors="pt").input_features
+        own = LogMel(window=zoo.audio_window)(load_audio(wav))[None]
+        prompt = torch.tensor([[zoo.bos_id]])
+        ids = zoo.decode(own, prompt)[0]
+        theirs = hf.generate(features)[0].tolist()  # Whisper's generate strips the start token
+        assert theirs in (ids, [*ids, zoo.eos_id]), (theirs, ids)
+        assert hf_tok.decode(ids, skip_special_tokens=True).strip() == text == zoo.tokenizer.decode(ids)
+        target = torch.tensor([[zoo.bos_id, *ids]])
+        with torch.no_grad():
+            assert_matches(hf(input_features=features, decoder_input_ids=target).logits,
+                           zoo.net(own, target), what=f"logits on {wav.name}")
+
+
+@pytest.mark.slow  # 12 s on one core: the pipeline's processor and model loads
+@torch.no_grad()
+def test_a_llava_answers_in_the_image_text_to_text_pipeline(tmp_path, capsys):
+    """The folder's LlavaProcessor (CLIP image processor of the tower's size, the run's word
+    tokenizer, a chat template that renders the data's prompt) gives the prompt ids and pixels
+    ``zoo answer`` builds; no bos id of another vocabulary is set; the greedy answer ids are
+    equal and the pipeline's text is ``zoo answer``'s (the pipeline keeps the space before the
+    first new word: it cuts the prompt's text off the whole decoded text)."""
+    from transformers import AutoProcessor, LlavaForConditionalGeneration, pipeline
+
+    from zoo.data.images import load_image
+    from zoo.data.shapes_vqa import PROMPT, vocabulary
+    from zoo.inference.answering import Answerer
+
+    tok = vocabulary()
+    dims = {"vocab_size": tok.vocab_size, "image_token_id": tok.image_id, "prompt": PROMPT, "metric": "exact_match"}
+    checkpoint(tmp_path / "vlm.ckpt", "llava", dims, *TINY_LM[:4], "model.net.embedder.vision.model.n_layers=2",
+               "model.net.embedder.vision.model.block.d_model=16", "model.net.embedder.vision.model.block.n_heads=2",
+               "model.net.embedder.vision.model.embedder.patch_size=16", "model.max_answer_tokens=6", tokenizer=tok)
+    export(tmp_path / "vlm.ckpt", tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["text_config"].get("bos_token_id") is None
+    answerer = Answerer(tmp_path / "vlm.ckpt")
+    # at the tower's size: resized, PIL's bicubic and the zoo's round a few pixels one level apart
+    image, question = _png(tmp_path / "x.png", answerer.net.embedder.vision.image_size), "what color is the circle?"
+    tokens, pixels, _ = answerer.inputs(load_image(image), question)
+    _, ids = answerer.answer_ids(load_image(image), question)
+    messages = [{"role": "user", "content": [{"type": "image", "url": str(image)}, {"type": "text", "text": question}]}]
+    processor = AutoProcessor.from_pretrained(tmp_path / "out")
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    inputs = processor(images=load_image(image), text=text, return_tensors="pt")
+    assert inputs.input_ids.tolist() == tokens.tolist()
+    torch.testing.assert_close(inputs.pixel_values, pixels, atol=1e-6, rtol=0)
+    hf = LlavaForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
+    new = hf.generate(**inputs, max_new_tokens=6, do_sample=False)[0, tokens.shape[1]:].tolist()
+    assert new in (ids, [*ids, tok.eos_id]), (new, ids)
+    capsys.readouterr()
+    call("answer", [f"ckpt={tmp_path / 'vlm.ckpt'}", f"image={image}", f"question='{question}'"])
+    ours = capsys.readouterr().out.rstrip("\n")
+    found = pipeline("image-text-to-text", model=str(tmp_path / "out"))(text=messages, max_new_tokens=6,
+                                                                          return_full_text=False)
+    assert ours and found[0]["generated_text"].strip() == ours
+
+
+def _mp4(path: Path, frames: int, size: int) -> Path:
+    """A video of ``frames`` random RGB frames of ``size`` x ``size`` (MPEG-4, PyAV) at ``path``."""
+    import av
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for _ in range(frames):
+            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+@pytest.mark.parametrize("model", ["vivit", "videomae"])
+@torch.no_grad()
+def test_a_video_classifier_classifies_in_the_video_classification_pipeline(tmp_path, model):
+    """The folder's video processor reads a clip as the zoo's data does (pixel / 255, the run's mean
+    and std: ViViT's own video processor would offset it to [-1, 1] whatever its config says, so
+    the folder names VideoMAE's); id2label is the data's class names; the pipeline's labels and
+    scores are the zoo net's on the zoo's own decoding. The pipeline is given the decoded frames:
+    given a path, transformers 5 decodes with torchcodec, which the venv does not have (PyAV it has)."""
+    from transformers import AutoImageProcessor, pipeline
+
+    from zoo.data.videos import decode_video, fit_clip, normalise
+
+    dims = {"num_classes": 3, "image_size": 16, "channels": 3, "num_frames": 4, "class_names": NAMES,
+            "pixel_mean": MEAN, "pixel_std": STD}
+    net = checkpoint(tmp_path / "v.ckpt", model, dims, *TINY_VISION, "model.net.embedder.patch_size=8")
+    export(tmp_path / "v.ckpt", tmp_path / "out")
+    clip = decode_video(_mp4(tmp_path / "x.mp4", 4, 16))  # the model's frames and size: neither side resamples
+    probs = net(normalise(fit_clip(clip, 4, 16, True, "x")[0], MEAN, STD)[None])[0].softmax(-1)
+    best = probs.topk(3)
+    frames = clip.permute(0, 2, 3, 1).numpy()  # (T, H, W, C)
+    found = pipeline("video-classification", model=str(tmp_path / "out"))(frames, top_k=3)
+    assert [f["label"] for f in found] == [NAMES[i] for i in best.indices.tolist()]
+    assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
+    pixels = AutoImageProcessor.from_pretrained(tmp_path / "out")(list(frames), return_tensors="pt").pixel_values
+    torch.testing.assert_close(pixels[0], normalise(clip, MEAN, STD), atol=1e-6, rtol=0)

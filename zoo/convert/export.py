@@ -21,6 +21,7 @@ and its net config (:func:`write_zoo`, :func:`read_zoo`).
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +34,8 @@ from zoo.convert import (big_bird, bert, gpt2, gpt_neo, llama, llava, mistral, m
                          vivit, whisper, yolos)
 from zoo.nn.masks import tile
 from zoo.nn.tower import without_unread
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -514,9 +517,21 @@ def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]
             "pad_size": {"height": e["image_size"], "width": e["image_size"]}, "format": "coco_detection"}}
     if hf_class in ("VivitForVideoClassification", "VideoMAEForVideoClassification"):
         kind = "VivitImageProcessor" if hf_class.startswith("Vivit") else "VideoMAEImageProcessor"
-        config = _image_processor(kind, e["image_size"], hparams)
-        # ViViT's processor maps pixels to [-1, 1] by default (offset): the zoo's clips are pixel / 255
-        return {"preprocessor_config.json": config | {"do_center_crop": False, "offset": False}}
+        # the zoo's clips: centre-cropped square, resized bilinear, pixel / 255 (ViViT's own processor's
+        # default offset maps them to [-1, 1])
+        config = _image_processor(kind, e["image_size"], hparams) | {"do_center_crop": False, "resample": 2}
+        # The video-classification pipeline reads with a video processor, built from this file unless
+        # video_preprocessor_config.json names one; ViViT's (VivitVideoProcessor) always offsets,
+        # whatever its config says, so the video file names VideoMAE's, which reads pixel / 255
+        video = {k: v for k, v in config.items() if k != "image_processor_type"}
+        return {"preprocessor_config.json": config | {"offset": False},
+                "video_preprocessor_config.json": video | {"video_processor_type": "VideoMAEVideoProcessor",
+                                                           "do_sample_frames": False}}
+    if hf_class == "WhisperForConditionalGeneration":
+        from zoo.data.audio import HOP_LENGTH
+
+        e = net["encoder_embedder"]
+        return {"preprocessor_config.json": whisper.feature_extractor(e["n_mels"], 2 * e["max_len"] * HOP_LENGTH)}
     if hf_class == "LlavaForConditionalGeneration":
         vision = e["vision"]
         config = _image_processor("CLIPImageProcessor", vision["image_size"], {})  # zoo answer's normalisation
@@ -611,6 +626,12 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
             for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
                 setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
                                                                 getattr(hf.generation_config, key, None)))
+            # the run's own decoding length (a seq2seq run's), not the family's default (Whisper's 448)
+            hf.generation_config.max_new_tokens = (hparams.get("decoding") or {}).get("max_new_tokens")
+        if hf_class == "WhisperForConditionalGeneration" and hparams.get("audio_window") is None:
+            log.warning("%s read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's feature "
+                        "extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ from "
+                        "zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does", ckpt)
         hf.save_pretrained(partial)
         for name, config in _processor_files(hf_class, hparams.net, hparams).items():
             (partial / name).write_text(json.dumps(config, indent=1))
@@ -618,6 +639,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
         prompt = hparams.get("prompt")
         save_folder(tokenizer, partial, roles, hparams.net.get("context"),
                     _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
+        if hf_class == "WhisperForConditionalGeneration":
+            whisper.tokenizer_folder(partial)
     (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
                                                         "untouched": untouched}, indent=1))
     if out.exists():

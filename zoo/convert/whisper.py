@@ -4,6 +4,8 @@ in memory or a checkpoint folder (:func:`pretrained`, the ``model.init_from=DIR`
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -107,3 +109,69 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = whisper_shape(config)
     check_vocab(net_cfg, "decoder_embedder.vocab_size", config["vocab_size"], path)
     return init_net(net_cfg, shape, whisper_state_dict(state, shape["n_encoder_layers"], shape["n_decoder_layers"]))
+
+
+NO_TIMESTAMPS = "<|notimestamps|>"  # the ASR pipeline reads ids above this token's as timestamps
+
+
+def _byte_level(tok_json: dict[str, Any]) -> dict[str, Any]:
+    """A ``tokenizers`` JSON (a char-level vocabulary or a Metaspace BPE, as the zoo's speech
+    data trains) as the byte-level BPE ``WhisperTokenizer`` rebuilds from a folder's vocabulary
+    and merges (it keeps no pre-tokenizer or decoder of the file): each token's text (``▁`` a
+    space) in GPT-2's byte alphabet, so that decoding gives the same text. Whisper's own
+    (byte-level already) is returned as it is. Ids do not move."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    if (tok_json.get("pre_tokenizer") or {}).get("type") == "ByteLevel":
+        return tok_json
+    alphabet = bytes_to_unicode()
+    specials = {t["content"] for t in tok_json.get("added_tokens", [])}
+    metaspace = "Metaspace" in json.dumps(tok_json.get("pre_tokenizer"))
+
+    def byte_text(token: str) -> str:
+        if token in specials:
+            return token
+        return "".join(alphabet[b] for b in (token.replace("▁", " ") if metaspace else token).encode())
+
+    model = tok_json["model"]
+    merges = [m.split(" ") if isinstance(m, str) else m for m in model.get("merges", [])]
+    return tok_json | {
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": metaspace, "trim_offsets": True, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": model.get("unk_token"), "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {byte_text(t): i for t, i in model["vocab"].items()},
+                  "merges": [[byte_text(a), byte_text(b)] for a, b in merges]}}
+
+
+def tokenizer_folder(folder: Path) -> None:
+    """Make the tokenizer folder ``folder`` (written by :func:`zoo.data.tokenizers.save_folder`) one
+    that ``WhisperTokenizer`` reads: the ASR pipeline decodes a Whisper's tokens with it alone
+    (``_decode_asr``). The vocabulary becomes byte-level (:func:`_byte_level`); ``<|notimestamps|>``
+    is added above the model's ids, so that no id of the model reads as a timestamp."""
+    from tokenizers import AddedToken, Tokenizer
+
+    tok = Tokenizer.from_str(json.dumps(_byte_level(json.loads((folder / "tokenizer.json").read_text()))))
+    if tok.token_to_id(NO_TIMESTAMPS) is None:
+        tok.add_special_tokens([AddedToken(NO_TIMESTAMPS, special=True, normalized=False)])
+    tok.save(str(folder / "tokenizer.json"))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config |= {"tokenizer_class": "WhisperTokenizer",
+               "add_prefix_space": json.loads(tok.to_str())["pre_tokenizer"]["add_prefix_space"],
+               "added_tokens_decoder": {str(i): {"content": t.content, "special": True, "normalized": False,
+                                                 "lstrip": False, "rstrip": False, "single_word": False}
+                                        for i, t in tok.get_added_tokens_decoder().items()}}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+
+
+def feature_extractor(n_mels: int, window: int) -> dict[str, Any]:
+    """``WhisperFeatureExtractor``'s config that computes the zoo's features of a run padded to
+    ``window`` samples (``data.pad_audio``): its ``chunk_length`` is that window, in seconds."""
+    from zoo.data.audio import HOP_LENGTH, N_FFT, SAMPLE_RATE
+
+    seconds = window / SAMPLE_RATE
+    return {"feature_extractor_type": "WhisperFeatureExtractor", "processor_class": "WhisperProcessor",
+            "feature_size": n_mels, "sampling_rate": SAMPLE_RATE, "hop_length": HOP_LENGTH, "n_fft": N_FFT,
+            "chunk_length": int(seconds) if seconds == int(seconds) else seconds, "n_samples": window,
+            "nb_max_frames": window // HOP_LENGTH, "padding_value": 0.0, "padding_side": "right",
+            "return_attention_mask": False, "dither": 0.0}

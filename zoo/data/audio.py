@@ -3,6 +3,11 @@
 Reading goes through ``soundfile`` (WAV/FLAC without FFmpeg); resampling and the
 mel filterbank through ``torchaudio``. The spectrogram is Whisper's exactly
 (checked against ``transformers.WhisperFeatureExtractor`` in the tests).
+
+Two input conventions: a run reads each utterance's own frames (``window=None``: no padding, the
+encoder masks the batch's padding), or, as Whisper does, every utterance zero-padded to the
+encoder's window of samples (``data.pad_audio=true``; ``WhisperFeatureExtractor`` with that
+``chunk_length`` computes the same features, so an export's ASR pipeline reads what the run read).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ SAMPLE_RATE = 16_000  # Whisper's input rate
 N_FFT = 400  # 25 ms windows
 HOP_LENGTH = 160  # 10 ms hop: 100 frames per second
 N_MELS = 80
+MIN_SAMPLES = N_FFT // 2 + 1  # the centred spectrogram reflects n_fft / 2 samples at each end
 
 
 @contextmanager
@@ -69,23 +75,30 @@ class LogMel(nn.Module):
     Power spectrogram (Hann window 400, hop 160, centred with reflect padding, last
     frame dropped as Whisper does), Slaney mel filterbank, log10, floor at the
     maximum minus 8 (80 dB of dynamic range, the maximum taken per utterance), then
-    ``(x + 4) / 4`` to bring the values to about [-1, 1].
+    ``(x + 4) / 4`` to bring the values to about [-1, 1]. With a ``window`` (samples), the wave
+    is first zero-padded at the end to that length (Whisper's convention): (..., 80, window // 160).
     """
 
     def __init__(self, sample_rate: int = SAMPLE_RATE, n_fft: int = N_FFT, hop_length: int = HOP_LENGTH,
-                 n_mels: int = N_MELS):
+                 n_mels: int = N_MELS, window: int | None = None):
         super().__init__()
-        self.hop_length = hop_length
+        self.hop_length, self.window = hop_length, window
         self.mel = torchaudio.transforms.MelSpectrogram(
             sample_rate=sample_rate, n_fft=n_fft, hop_length=hop_length, n_mels=n_mels, power=2.0,
             norm="slaney", mel_scale="slaney", center=True, pad_mode="reflect",
         )
 
     def forward(self, wave: Tensor) -> Tensor:
+        if self.window is not None:
+            if wave.shape[-1] > self.window:
+                raise ValueError(f"{wave.shape[-1]} samples do not fit the {self.window}-sample window")
+            wave = nn.functional.pad(wave, (0, self.window - wave.shape[-1]))
+        elif wave.shape[-1] < MIN_SAMPLES:
+            raise BadAudioError(f"{wave.shape[-1]} samples are too few for a log-mel frame (at least {MIN_SAMPLES})")
         spec = self.mel(wave)[..., :-1]
         log_spec = spec.clamp(min=1e-10).log10()
         peak = log_spec.amax(dim=(-2, -1), keepdim=True)
         return (torch.maximum(log_spec, peak - 8.0) + 4.0) / 4.0
 
     def num_frames(self, num_samples: int) -> int:
-        return num_samples // self.hop_length
+        return (self.window or num_samples) // self.hop_length

@@ -96,16 +96,17 @@ class SpeechExamples(Dataset):
     ``skip_bad_files`` (the collate drops it, after a logged warning).
 
     Audio longer than ``max_samples`` is cropped with a warning (``long_audio="crop"``)
-    or refused (``"error"``), so it never overflows the encoder's positions.
+    or refused (``"error"``), so it never overflows the encoder's positions. With ``pad``, every
+    utterance is zero-padded to ``max_samples`` first, as Whisper's input is (:class:`LogMel`).
     """
 
     def __init__(self, examples: Sequence[Example], tokenizer, max_samples: int, long_audio: str = "crop",
-                 skip_bad_files: bool = False, augment: nn.Module | None = None):
+                 skip_bad_files: bool = False, augment: nn.Module | None = None, pad: bool = False):
         if long_audio not in ("crop", "error"):
             raise ValueError(f"data.long_audio={long_audio!r}: expected 'crop' or 'error'")
         self.examples, self.tokenizer, self.max_samples = examples, tokenizer, max_samples
         self.long_audio, self.skip_bad_files, self.augment = long_audio, skip_bad_files, augment
-        self.log_mel = LogMel()
+        self.log_mel = LogMel(window=max_samples if pad else None)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -164,6 +165,9 @@ class SpeechDataModule(ZooDataModule):
             ``cache_dir``); both travel inside checkpoints.
         max_seconds: the longest audio kept; longer audio is handled as ``long_audio`` says
             (``crop`` with a warning, or ``error``). Whisper's encoder holds 30 s.
+        pad_audio: zero-pad every utterance to ``max_seconds`` before its log-mel, as Whisper
+            does (then ``max_seconds`` must be the encoder's window; the model checks it): an
+            export's ASR pipeline (``WhisperFeatureExtractor``) then reads what the run read.
         skip_bad_files: skip unreadable / empty files with a logged warning instead of
             stopping with an error that names the file.
         spec_augment: SpecAugment settings for the training split (None = off).
@@ -178,7 +182,7 @@ class SpeechDataModule(ZooDataModule):
     yields = (AudioText,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
-                 bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
+                 bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop", pad_audio: bool = False,
                  skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)
@@ -187,6 +191,7 @@ class SpeechDataModule(ZooDataModule):
         self.tokenizer_kind, self.bpe_vocab_size = tokenizer, bpe_vocab_size
         self.max_samples = int(max_seconds * SAMPLE_RATE)
         self.long_audio, self.skip_bad_files, self.lowercase = long_audio, skip_bad_files, lowercase
+        self.pad_audio = pad_audio
         self.spec_augment, self.tokenizer_from = spec_augment, tokenizer_from
         self.splits: dict[str, Sequence[Example]] = {}
 
@@ -214,7 +219,7 @@ class SpeechDataModule(ZooDataModule):
         self.tokenizer, specials = self._tokenizer()
         pad, bos, eos = (self.tokenizer.token_id(t) for t in specials)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
-                     "eos_id": eos}
+                     "eos_id": eos, "audio_window": self.max_samples if self.pad_audio else None}
 
     def _tokenizer(self):
         """(the transcript tokenizer, its (pad, start, end) tokens): the checkpoint's
@@ -235,7 +240,7 @@ class SpeechDataModule(ZooDataModule):
     def dataset(self, split: str) -> SpeechExamples:
         augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None
         return SpeechExamples(self.splits[split], self.tokenizer, self.max_samples, self.long_audio,
-                              self.skip_bad_files, augment)
+                              self.skip_bad_files, augment, self.pad_audio)
 
     def _collate(self, items):
         return collate(items, self.dims["bos_id"], self.dims["eos_id"], self.dims["pad_id"])

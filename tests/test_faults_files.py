@@ -317,3 +317,11 @@ def test_a_bad_tokenizer_state_names_the_part(tmp_path):
     with pytest.raises(ValueError, match=r"bad.ckpt: hyper_parameters.tokenizer is not a tokenizer the zoo can rebuild"):
         tokenizer_of(tmp_path / "bad.ckpt")
     assert os.path.getsize(tmp_path / "bad.ckpt") > 0
+
+
+def test_a_weight_of_another_shape_than_the_config_says_names_its_file(tmp_path):
+    folder = gpt2_folder(tmp_path / "hf")
+    edit_config(folder, n_inner=32)  # the weights' feed-forward is 4 x 16 = 64 wide
+    with pytest.raises(ValueError, match=r"fc_in.weight: checkpoint has shape \(64, 16\) \(from .*model.safetensors: "
+                                         r"tensor 'transformer.h.0.mlp.c_fc.weight'\), model has \(32, 16\)"):
+        objective_from("gpt", folder, DIMS)

@@ -307,7 +307,10 @@ def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
         raise MismatchError(f"state dict mismatch{source}: missing {missing}, unexpected {unexpected}")
     for name, value in state.items():
         if own[name].shape != value.shape:
-            raise ValueError(f"{name}: checkpoint has shape {tuple(value.shape)}, model has {tuple(own[name].shape)}")
+            origin = _origin(value)
+            where = f" (from {origin[0].where(origin[1])})" if origin else ""
+            raise ValueError(f"{name}: checkpoint has shape {tuple(value.shape)}{where}, model has "
+                             f"{tuple(own[name].shape)}")
     for folder in folders:
         _refuse_unused(folder, given, list(state.values()))
     for name, value in state.items():

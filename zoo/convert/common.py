@@ -1,6 +1,8 @@
 """Shared by the converters: read a Hugging Face checkpoint folder (``config.json`` + weights,
 sharded or not), build a zoo network from its Hydra config or from a training run's net config
 reshaped to the checkpoint, and load a renamed state dict with every name and shape checked.
+A folder is untrusted data: its files stay inside it, its sizes are whole numbers, its weights
+finite floats, and every tensor it holds is one the net loads (:func:`load_mapped`).
 
 Each family's converter gives only its ``config.json`` -> shape mapping (the values, keyed by
 their path under ``model.net``) and its weight renaming; everything else is here."""
@@ -17,8 +19,8 @@ import torch
 from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
-from zoo.convert.hub import inside
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
+from zoo.convert.hub import inside
 from zoo.models import size
 from zoo.nn.tower import without_unread
 
@@ -307,7 +309,10 @@ def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
         raise MismatchError(f"state dict mismatch{source}: missing {missing}, unexpected {unexpected}")
     for name, value in state.items():
         if own[name].shape != value.shape:
-            raise ValueError(f"{name}: checkpoint has shape {tuple(value.shape)}, model has {tuple(own[name].shape)}")
+            origin = _origin(value)
+            where = f" (from {origin[0].where(origin[1])})" if origin else ""
+            raise ValueError(f"{name}: checkpoint has shape {tuple(value.shape)}{where}, model has "
+                             f"{tuple(own[name].shape)}")
     for folder in folders:
         _refuse_unused(folder, given, list(state.values()))
     for name, value in state.items():

@@ -9,6 +9,7 @@ import warnings
 import torch
 from omegaconf import DictConfig, open_dict
 
+from zoo.config import check_folders
 from zoo.train.run import optimized_metric, train
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ def schedule_evaluation(cfg: DictConfig) -> None:
 
 
 def main(cfg: DictConfig) -> float | None:
+    check_folders(cfg.paths)
     set_threads(cfg.get("threads"))
     schedule_evaluation(cfg)
     # A sweeper (hparams_search=...) reads the value this returns: the run's optimized_metric.

@@ -9,18 +9,40 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from zoo.data.checks import positive_int
 from zoo.data.tokenizers import tokenizer_from_state
+from zoo.inference.device import check_device
 from zoo.inference.sampling import check_sampling, generate
+from zoo.train.callbacks import non_finite
 from zoo.train.checkpoint import load
 
 # The objectives whose networks continue a token sequence (next-token language models).
 GENERATORS = ("lm", "vlm")
+# Past its context a model reads the last `context` tokens only (a sliding window), and each token
+# costs a forward over the whole window: one call generates at most this many contexts' worth.
+MAX_CONTEXTS = 100
+
+
+def check_length(max_new_tokens: int, context: int) -> None:
+    """Refuse a ``max_new_tokens`` over :data:`MAX_CONTEXTS` times the model's ``context``, naming both."""
+    if max_new_tokens > MAX_CONTEXTS * context:
+        raise ValueError(f"max_new_tokens={max_new_tokens} is more than {MAX_CONTEXTS} times the model's context "
+                         f"of {context} tokens (past it, each token is read from the last {context} only): "
+                         f"generate at most {MAX_CONTEXTS * context}, and continue from the end of that as the prompt")
 
 
 def main(cfg: DictConfig) -> None:
     """Print ``num_samples`` continuations of ``prompt`` (conf/generate.yaml), each followed by ``---``."""
-    check_sampling(cfg.temperature, cfg.top_k, cfg.top_p)  # before the checkpoint is read
-    objective = load(cfg.ckpt, cfg.device, accepts=GENERATORS, command="zoo generate")
+    # before the checkpoint is read
+    check_sampling(cfg.temperature, cfg.top_k, cfg.top_p)
+    positive_int(cfg.max_new_tokens, "max_new_tokens")
+    positive_int(cfg.num_samples, "num_samples")
+    device = check_device(cfg.device)
+    objective = load(cfg.ckpt, device, accepts=GENERATORS, command="zoo generate")
+    check_length(cfg.max_new_tokens, objective.net.context)
+    if bad := non_finite(dict(objective.named_parameters())):
+        raise ValueError(f"{cfg.ckpt} holds weights that are not finite: NaN or inf in {len(bad)} tensor(s), e.g. "
+                         f"{bad[0]}, so nothing can be sampled from it; use a checkpoint of a run that did not diverge")
     if objective.hparams.tokenizer is None:
         raise ValueError(f"{cfg.ckpt} stores no tokenizer: it was not trained on text")
     tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
@@ -28,10 +50,10 @@ def main(cfg: DictConfig) -> None:
     if not ids:
         raise ValueError(f"prompt={cfg.prompt!r} holds no token: zoo generate continues a prompt of at least "
                          f"one token (the default is a newline)")
-    prompt = torch.tensor([ids] * cfg.num_samples, device=cfg.device)
+    prompt = torch.tensor([ids] * cfg.num_samples, device=device)
     out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
                    top_p=cfg.top_p, use_cache=cfg.use_cache,
-                   generator=torch.Generator(device=cfg.device).manual_seed(cfg.seed))
+                   generator=torch.Generator(device=device).manual_seed(cfg.seed))
     for row in out.tolist():
         print(tokenizer.decode(row))
         print("---")

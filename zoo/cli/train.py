@@ -9,6 +9,7 @@ import warnings
 import torch
 from omegaconf import DictConfig, open_dict
 
+from zoo.config import check_folders
 from zoo.train import console
 from zoo.train.run import optimized_metric, train
 
@@ -62,6 +63,7 @@ def schedule_evaluation(cfg: DictConfig) -> None:
 
 
 def main(cfg: DictConfig) -> float | None:
+    check_folders(cfg.paths)  # a data or cache folder that is a file: refused before anything is written
     console.install(cfg.paths.output_dir)  # before the first warning: harmless ones filtered, all logged
     set_threads(cfg.get("threads"))
     schedule_evaluation(cfg)

@@ -17,7 +17,7 @@ from torch import nn
 
 from zoo.train.checkpoint import load
 from zoo.data.images import to_tensor
-from zoo.data.tokenizers import tokenizer_from_state
+from zoo.data.tokenizers import WordTokenizer, tokenizer_from_state
 from zoo.inference.sampling import generate
 from zoo.nn.multimodal import expand_image_placeholder
 
@@ -33,10 +33,29 @@ class Answerer:
         self.net: nn.Module = objective.net
         self.tokenizer = tokenizer_from_state(hparams.tokenizer)
         self.prompt, self.max_tokens = hparams.prompt, hparams.max_answer_tokens
+        self.ckpt = ckpt
+
+    def check_question(self, question: str) -> None:
+        """Refuse a question the checkpoint cannot read: none where its prompt template asks one,
+        one where it asks none (a captioning checkpoint), or words outside its word vocabulary
+        (each would read as ``<unk>``)."""
+        asks = "{question}" in self.prompt
+        if asks and not question.strip():
+            raise ValueError(f"question={question!r} is empty: {self.ckpt} answers a question about the image "
+                             f"(its prompt is {self.prompt!r}); ask one")
+        if not asks and question.strip():
+            raise ValueError(f"{self.ckpt} was trained on prompts without a question ({self.prompt!r}: it describes "
+                             f"the image): leave question= out")
+        if isinstance(self.tokenizer, WordTokenizer):
+            unknown = sorted({w for w in WordTokenizer.split(question) if w not in self.tokenizer.index})
+            if unknown:
+                raise ValueError(f"words not in the vocabulary of {self.ckpt}: {unknown} (each would read as "
+                                 f"<unk>): ask with the words it was trained on")
 
     def inputs(self, image: Image.Image, question: str = "") -> tuple[torch.Tensor, torch.Tensor, int]:
-        """The network's inputs for one question: prompt ids (1, L) with the image tokens
-        expanded, pixels (1, 3, S, S), and where the image tokens start in the prompt."""
+        """The network's inputs for one question (checked: :meth:`check_question`): prompt ids (1, L)
+        with the image tokens expanded, pixels (1, 3, S, S), and where the image tokens start in the prompt."""
+        self.check_question(question)
         vision = self.net.embedder.vision
         ids = self.tokenizer.encode(self.prompt.format(question=question))
         ids, at = expand_image_placeholder(ids, self.tokenizer.image_id, vision.n_tokens, self.net.context)

@@ -55,7 +55,8 @@ class StopOnNonFinite(L.Callback):
     unless ``detect_nan=false``; Lightning runs ModelCheckpoint's hooks after this one's). Under DDP
     the ranks decide together, so that none is left waiting."""
 
-    def __init__(self) -> None:
+    def __init__(self, init_from: str | None = None) -> None:
+        self.init_from = init_from  # the run's model.init_from, named when its weights are not finite
         self.step = 0
         self.last: tuple[int, float] | None = None  # (step, loss) of the last finite training loss
 
@@ -66,14 +67,14 @@ class StopOnNonFinite(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Here the weights are those the run starts from: built, read from model.init_from, or restored.
-        bad = non_finite(pl_module.state_dict())
+        bad = non_finite(dict(pl_module.named_parameters()))  # (each shared one once: net and forward_net)
         if trainer.strategy.reduce_boolean_decision(bool(bad), all=False):
-            init_from = pl_module.hparams.get("init_from")
             source = (f"ckpt_path={trainer.ckpt_path}" if trainer.ckpt_path else
-                      f"model.init_from={init_from}" if init_from else "the initialisation")
-            which = f"{len(bad)} tensors (e.g. {bad[0]})" if bad else "tensors on another process"
-            raise FloatingPointError(f"the weights this run starts from ({source}) are not finite: {which} hold NaN "
-                                     f"or inf; start from other weights, or pass detect_nan=false to train on regardless")
+                      f"model.init_from={self.init_from}" if self.init_from else "the initialisation")
+            which = f"{len(bad)} tensor(s), e.g. {bad[0]}" if bad else "tensors on another process"
+            raise FloatingPointError(f"the weights this run starts from ({source}) are not finite: NaN or inf in "
+                                     f"{which}; start from other weights, or pass detect_nan=false to train on "
+                                     f"regardless")
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
         self.step = trainer.global_step  # the step this batch's loss is logged at

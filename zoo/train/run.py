@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import re
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -80,11 +81,13 @@ def keep_earlier_rows(loggers: Iterable[Logger], ckpt_path: str | None) -> None:
     if not ckpt_path or not logs:
         return
     # check_resumable has read this file already; mmap reads only the entries, not the weights.
-    step = int(torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
+    step = int(torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True).get("global_step", 0))
     for logger, path in logs:
         with path.open(newline="") as f:
             rows = [row for row in csv.DictReader(f) if row.get("step", "").isdigit() and int(row["step"]) < step]
-        writer = logger.experiment  # deletes metrics.csv
+        with warnings.catch_warnings():  # "Previous log files ... will be deleted": they are written back
+            warnings.filterwarnings("ignore", "Experiment logs directory")
+            writer = logger.experiment  # deletes metrics.csv
         writer.metrics = rows
         writer.save()
 
@@ -92,7 +95,7 @@ def keep_earlier_rows(loggers: Iterable[Logger], ckpt_path: str | None) -> None:
 def train(cfg: DictConfig) -> dict[str, float]:
     callbacks = [hydra.utils.instantiate(c) for c in cfg.get("callbacks", {}).values()]
     if cfg.detect_nan:
-        callbacks.append(StopOnNonFinite())
+        callbacks.append(StopOnNonFinite(cfg.model.get("init_from")))
     callbacks.append(SaveOnSigterm())
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers,

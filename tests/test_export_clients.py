@@ -375,3 +375,68 @@ def test_a_video_classifier_classifies_in_the_video_classification_pipeline(tmp_
     assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
     pixels = AutoImageProcessor.from_pretrained(tmp_path / "out")(list(frames), return_tensors="pt").pixel_values
     torch.testing.assert_close(pixels[0], normalise(clip, MEAN, STD), atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow  # sentence-transformers loads and saves twice
+@torch.no_grad()
+def test_a_bert_from_a_sentence_transformers_folder_exports_back_as_one(tmp_path):
+    """A zoo BERT read from a sentence-transformers folder (mean pooling, Normalize, max_seq_length
+    40; written by sentence-transformers itself) and changed (its weights drawn anew, as training
+    would), exported with ``sentence_transformer=`` that folder: the export is one again (its
+    modules, pooling, normalize, settings, tokenizer length, the pooler it came with) and
+    ``SentenceTransformer(out).encode`` gives ``zoo embed``'s vectors of the checkpoint and of the folder."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from tokenizers import processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from exactness import assert_matches
+    from test_embed import embed, texts_override
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    tok = _wordpiece()
+    cls, sep = tok.token_id("[CLS]"), tok.token_id("[SEP]")  # a BERT tokenizer's own [CLS] ... [SEP]
+    tok.tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    bert = randomise(BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=2,
+                                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)))
+    bert.save_pretrained(tmp_path / "bert")
+    PreTrainedTokenizerFast(tokenizer_object=tok.tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+                            unk_token="[UNK]", mask_token="[MASK]").save_pretrained(tmp_path / "bert")
+    SentenceTransformer(modules=[Transformer(str(tmp_path / "bert"), max_seq_length=40), Pooling(16, "mean"),
+                                 Normalize()], device="cpu").save(str(tmp_path / "st"))
+    folder_tok = HFTokenizer.from_pretrained_dir(tmp_path / "st")  # what data.tokenizer_from gives the run
+    specials = [folder_tok.token_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    cfg = compose_config(["model=bert", f"model.init_from={tmp_path / 'st'}"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": folder_tok.vocab_size, "mask_id": specials[4], "special_ids": specials, "pad_id": 0}
+    built = objective(cfg, folder_tok.state())
+    randomise(built.net, seed=1)
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, tmp_path / "mlm.ckpt")
+    written, untouched = export(tmp_path / "mlm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "st")
+    assert (written, untouched) == ("BertModel", [])
+    out = tmp_path / "out"
+    for name in ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json"):
+        assert json.loads((out / name).read_text()) == json.loads((tmp_path / "st" / name).read_text()), name
+    assert (out / "2_Normalize").is_dir()
+    assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 40
+    exported = BertModel.from_pretrained(out)
+    for name in ("pooler.dense.weight", "pooler.dense.bias"):
+        assert torch.equal(exported.state_dict()[name], bert.state_dict()[name]), name
+    texts = ["before we proceed any further", "hear me speak", "speak"]
+    theirs = torch.from_numpy(SentenceTransformer(str(out), device="cpu").encode(texts))
+    for source in (f"init_from={out}", f"ckpt={tmp_path / 'mlm.ckpt'}"):
+        assert_matches(theirs, torch.tensor(embed(tmp_path, source, texts_override(texts))), what=source)
+
+
+def test_sentence_transformer_names_a_folder_without_modules_json_before_reading_the_checkpoint(tmp_path):
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"sentence_transformer=.*plain holds no modules\.json"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "plain")
+    (tmp_path / "plain" / "modules.json").write_text("[]")
+    with pytest.raises(ValueError, match="sentence_transformer= writes a BERT's .* GPT2LMHeadModel export"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "plain")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))

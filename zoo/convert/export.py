@@ -579,7 +579,7 @@ def _empty_out(out: Path, overwrite: bool) -> None:
 
 
 def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None,
-           overwrite: bool = False) -> tuple[str | None, list[str]]:
+           overwrite: bool = False, sentence_transformer: str | Path | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out``: ``config.json`` and
     ``generation_config.json`` (the run's own special ids and class names), ``model.safetensors``,
     a tokenizer folder for the run's tokenizer (:func:`zoo.data.tokenizers.save_folder`) and the
@@ -591,16 +591,24 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
     checkpoint is refused. A non-empty ``out`` is refused unless ``overwrite``; the folder is
     written beside it and put in its place whole, so an overwritten ``out`` holds no file of
-    before and a failed export leaves it as it was. Returns (the class written, None for the zoo's
+    before and a failed export leaves it as it was. A BERT fine-tuned from a sentence-transformers
+    folder is written back as one with ``sentence_transformer`` (that folder, or ``hf:<repo>``):
+    :func:`zoo.models.sentence_transformers.write`. Returns (the class written, None for the zoo's
     format; the names of its weights the zoo net has no counterpart for)."""
     import shutil
 
+    from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
+    from zoo.models import sentence_transformers
     from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
     out = Path(out)
     _empty_out(out, overwrite)
+    origin = Path(resolve(sentence_transformer)) if sentence_transformer else None
+    if origin is not None and not sentence_transformers.is_sentence_transformer(origin):
+        raise FileNotFoundError(f"sentence_transformer={sentence_transformer}: {origin} holds no "
+                                f"{sentence_transformers.MODULES_FILE}, it is not a sentence-transformers folder")
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
     if hparams.get("lora"):
@@ -608,6 +616,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
             raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
         net = lora.merge(net)
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    if origin is not None and hf_class != "BertForMaskedLM":
+        raise ValueError(f"sentence_transformer= writes a BERT's sentence-transformers folder; {ckpt} is a "
+                         f"{hf_class or 'zoo-format'} export")
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
     roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
@@ -641,6 +652,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
                     _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
         if hf_class == "WhisperForConditionalGeneration":
             whisper.tokenizer_folder(partial)
+    if origin is not None:
+        untouched = sentence_transformers.write(origin, partial, hf)
+        hf_class = "BertModel"
     (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
                                                         "untouched": untouched}, indent=1))
     if out.exists():

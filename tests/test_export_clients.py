@@ -440,3 +440,39 @@ def test_sentence_transformer_names_a_folder_without_modules_json_before_reading
     with pytest.raises(ValueError, match="sentence_transformer= writes a BERT's .* GPT2LMHeadModel export"):
         export(tmp_path / "lm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "plain")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+
+
+@pytest.mark.parametrize("model,targets", [("gpt", ["q", "v"]), ("gpt", ["k", "out", "fc_in"]),
+                                           ("llama", ["q", "v", "gate"])])
+@torch.no_grad()
+def test_unmerged_lora_adapters_load_in_peft_against_the_exported_base(tmp_path, model, targets):
+    """``merge_lora=false``: the folder is the base; ``adapter/`` a peft LoRA folder named for the
+    Hugging Face model's modules (GPT-2's q and v share its fused ``c_attn``, each adapter a block
+    of the rank at its rows; Llama keeps ``q_proj``, ``v_proj``, ``gate_proj``), and
+    ``PeftModel.from_pretrained(base, adapter)`` gives the zoo checkpoint's logits."""
+    import transformers
+    from peft import PeftModel
+
+    from exactness import assert_matches
+
+    tok = CharTokenizer.from_text(TEXT)
+    lora = {"r": 2, "alpha": 6, "dropout": 0.0, "targets": targets}
+    net = checkpoint(tmp_path / "lm.ckpt", model, {"vocab_size": tok.vocab_size}, *TINY_LM, tokenizer=tok, lora=lora)
+    written, _ = export(tmp_path / "lm.ckpt", tmp_path / "out", merge_lora=False)
+    settings = json.loads((tmp_path / "out" / "adapter" / "adapter_config.json").read_text())
+    modules = {name.rsplit(".", 1)[-1] for name in settings["target_modules"]}
+    assert modules == ({"gpt": {"c_attn", "c_proj", "c_fc"} if "out" in targets else {"c_attn"},
+                        "llama": {"q_proj", "v_proj", "gate_proj"}}[model])
+    if targets == ["q", "v"]:  # c_attn's B (3 x 16, 2 + 2): q's block at q's rows, v's at v's, none at k's
+        from safetensors.torch import load_file
+
+        weights = load_file(tmp_path / "out" / "adapter" / "adapter_model.safetensors")
+        b = next(v for k, v in weights.items() if k.endswith("h.0.attn.c_attn.lora_B.weight"))
+        assert b.shape == (48, 4) and (b[:16, :2] != 0).all() and (b[32:, 2:] != 0).all()
+        assert not b[16:32].any() and not b[:16, 2:].any() and not b[32:, :2].any()
+    base = getattr(transformers, written).from_pretrained(tmp_path / "out").eval()
+    ids = torch.tensor([tok.encode(TEXT[:40])])
+    ours = net(ids)
+    assert (base(ids).logits - ours).abs().max() > 1e-3  # the adapters change the outputs
+    adapted = PeftModel.from_pretrained(base, str(tmp_path / "out" / "adapter")).eval()
+    assert_matches(adapted(ids).logits, ours, what="adapted logits")

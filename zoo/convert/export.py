@@ -558,10 +558,15 @@ def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]
                 "video_preprocessor_config.json": video | {"video_processor_type": "VideoMAEVideoProcessor",
                                                            "do_sample_frames": False}}
     if hf_class == "WhisperForConditionalGeneration":
-        from zoo.data.audio import HOP_LENGTH
+        from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE
 
         e = net["encoder_embedder"]
-        return {"preprocessor_config.json": whisper.feature_extractor(e["n_mels"], 2 * e["max_len"] * HOP_LENGTH)}
+        window = 2 * e["max_len"] * HOP_LENGTH
+        if window % SAMPLE_RATE:  # WhisperFeatureExtractor pads to chunk_length * rate samples: an int
+            log.warning("the encoder's window is %g s, not a whole number of seconds: WhisperFeatureExtractor cannot "
+                        "be configured for it, no preprocessor_config.json is written", window / SAMPLE_RATE)
+            return {}
+        return {"preprocessor_config.json": whisper.feature_extractor(e["n_mels"], window)}
     if hf_class == "LlavaForConditionalGeneration":
         vision = e["vision"]
         config = _image_processor("CLIPImageProcessor", vision["image_size"], {})  # zoo answer's normalisation

@@ -166,12 +166,11 @@ def tokenizer_folder(folder: Path) -> None:
 
 def feature_extractor(n_mels: int, window: int) -> dict[str, Any]:
     """``WhisperFeatureExtractor``'s config that computes the zoo's features of a run padded to
-    ``window`` samples (``data.pad_audio``): its ``chunk_length`` is that window, in seconds."""
+    ``window`` samples (``data.pad_audio``): its ``chunk_length`` is that window, in whole seconds."""
     from zoo.data.audio import HOP_LENGTH, N_FFT, SAMPLE_RATE
 
-    seconds = window / SAMPLE_RATE
     return {"feature_extractor_type": "WhisperFeatureExtractor", "processor_class": "WhisperProcessor",
             "feature_size": n_mels, "sampling_rate": SAMPLE_RATE, "hop_length": HOP_LENGTH, "n_fft": N_FFT,
-            "chunk_length": int(seconds) if seconds == int(seconds) else seconds, "n_samples": window,
+            "chunk_length": window // SAMPLE_RATE, "n_samples": window,
             "nb_max_frames": window // HOP_LENGTH, "padding_value": 0.0, "padding_side": "right",
             "return_attention_mask": False, "dither": 0.0}

@@ -284,6 +284,7 @@ def test_a_whisper_trained_on_padded_windows_transcribes_in_the_asr_pipeline(tmp
         theirs = hf.generate(features)[0].tolist()  # Whisper's generate strips the start token
         assert theirs in (ids, [*ids, zoo.eos_id]), (theirs, ids)
         assert hf_tok.decode(ids, skip_special_tokens=True).strip() == text == zoo.tokenizer.decode(ids)
+        assert hf_tok(text, add_special_tokens=False).input_ids == zoo.tokenizer.encode(text)
         target = torch.tensor([[zoo.bos_id, *ids]])
         with torch.no_grad():
             assert_matches(hf(input_features=features, decoder_input_ids=target).logits,

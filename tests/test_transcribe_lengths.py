@@ -58,7 +58,8 @@ def test_a_file_over_max_seconds_is_refused_before_it_is_read(tmp_path, ckpt):
 
 
 @pytest.mark.parametrize("window,max_len,match", [
-    (2 * SAMPLE_RATE, 1500, r"pads to data\.max_seconds=2 s, but the encoder holds 30 s .*max_seconds=30 or max_len=100"),
+    (2 * SAMPLE_RATE, 1500, r"pads to data\.max_seconds=2 s, but the encoder holds 30 s .*"
+                            r"max_seconds=30 or max_len=100"),
     (SAMPLE_RATE * 3 // 2, 75, r"max_seconds=1\.5 s: give a whole number of seconds")])
 def test_a_padded_window_that_is_not_the_encoders_or_not_whole_seconds_is_refused(tmp_path, window, max_len, match):
     """``data.pad_audio`` pads to ``data.max_seconds``: Whisper's encoder (and Hugging Face's, which

@@ -669,39 +669,43 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
         role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    if hf_class is None:
-        write_zoo(net, hparams.net, partial)
-        untouched = []
-    else:
-        family = FAMILIES[hf_class] if hf_class in FAMILIES else None
-        settings = _run_settings(family, hparams, ids) if family else {}
-        hf, untouched = to_hf(net, hparams.net, hf_class, settings)
-        if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
-            for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-                setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
-                                                                getattr(hf.generation_config, key, None)))
-            # the run's own decoding length (a seq2seq run's), not the family's default (Whisper's 448)
-            hf.generation_config.max_new_tokens = (hparams.get("decoding") or {}).get("max_new_tokens")
-        if hf_class == "WhisperForConditionalGeneration" and hparams.get("audio_window") is None:
-            log.warning("%s read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's feature "
-                        "extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ from "
-                        "zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does", ckpt)
-        hf.save_pretrained(partial)
-        for name, config in _processor_files(hf_class, hparams.net, hparams).items():
-            (partial / name).write_text(json.dumps(config, indent=1))
-        if adapted is not None:
-            _write_adapters(net, hparams, family, hf, adapted, partial / ADAPTER_DIR, out.resolve())
-    if tokenizer is not None:
-        prompt = hparams.get("prompt")
-        save_folder(tokenizer, partial, roles, hparams.net.get("context"),
-                    _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
-        if hf_class == "WhisperForConditionalGeneration":
-            whisper.tokenizer_folder(partial)
-    if origin is not None:
-        untouched = sentence_transformers.write(origin, partial, hf)
-        hf_class = "BertModel"
-    (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
-                                                        "untouched": untouched}, indent=1))
+    try:  # a failed export leaves no partial folder either
+        if hf_class is None:
+            write_zoo(net, hparams.net, partial)
+            untouched = []
+        else:
+            family = FAMILIES[hf_class] if hf_class in FAMILIES else None
+            settings = _run_settings(family, hparams, ids) if family else {}
+            hf, untouched = to_hf(net, hparams.net, hf_class, settings)
+            if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
+                for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+                    setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
+                                                                    getattr(hf.generation_config, key, None)))
+                # the run's own decoding length (a seq2seq run's), not the family's default (Whisper's 448)
+                hf.generation_config.max_new_tokens = (hparams.get("decoding") or {}).get("max_new_tokens")
+            if hf_class == "WhisperForConditionalGeneration" and hparams.get("audio_window") is None:
+                log.warning("%s read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's "
+                            "feature extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ from "
+                            "zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does", ckpt)
+            hf.save_pretrained(partial)
+            for name, config in _processor_files(hf_class, hparams.net, hparams).items():
+                (partial / name).write_text(json.dumps(config, indent=1))
+            if adapted is not None:
+                _write_adapters(net, hparams, family, hf, adapted, partial / ADAPTER_DIR, out.resolve())
+        if tokenizer is not None:
+            prompt = hparams.get("prompt")
+            save_folder(tokenizer, partial, roles, hparams.net.get("context"),
+                        _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
+            if hf_class == "WhisperForConditionalGeneration":
+                whisper.tokenizer_folder(partial)
+        if origin is not None:
+            untouched = sentence_transformers.write(origin, partial, hf)
+            hf_class = "BertModel"
+        (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
+                                                            "untouched": untouched}, indent=1))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     if out.exists():
         shutil.rmtree(out)
     partial.rename(out)

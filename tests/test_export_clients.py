@@ -284,6 +284,7 @@ def test_a_whisper_trained_on_padded_windows_transcribes_in_the_asr_pipeline(tmp
         theirs = hf.generate(features)[0].tolist()  # Whisper's generate strips the start token
         assert theirs in (ids, [*ids, zoo.eos_id]), (theirs, ids)
         assert hf_tok.decode(ids, skip_special_tokens=True).strip() == text == zoo.tokenizer.decode(ids)
+        assert hf_tok(text, add_special_tokens=False).input_ids == zoo.tokenizer.encode(text)
         target = torch.tensor([[zoo.bos_id, *ids]])
         with torch.no_grad():
             assert_matches(hf(input_features=features, decoder_input_ids=target).logits,
@@ -375,3 +376,104 @@ def test_a_video_classifier_classifies_in_the_video_classification_pipeline(tmp_
     assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
     pixels = AutoImageProcessor.from_pretrained(tmp_path / "out")(list(frames), return_tensors="pt").pixel_values
     torch.testing.assert_close(pixels[0], normalise(clip, MEAN, STD), atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow  # sentence-transformers loads and saves twice
+@torch.no_grad()
+def test_a_bert_from_a_sentence_transformers_folder_exports_back_as_one(tmp_path):
+    """A zoo BERT read from a sentence-transformers folder (mean pooling, Normalize, max_seq_length
+    40; written by sentence-transformers itself) and changed (its weights drawn anew, as training
+    would), exported with ``sentence_transformer=`` that folder: the export is one again (its
+    modules, pooling, normalize, settings, tokenizer length, the pooler it came with) and
+    ``SentenceTransformer(out).encode`` gives ``zoo embed``'s vectors of the checkpoint and of the folder."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from tokenizers import processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from exactness import assert_matches
+    from test_embed import embed, texts_override
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    tok = _wordpiece()
+    cls, sep = tok.token_id("[CLS]"), tok.token_id("[SEP]")  # a BERT tokenizer's own [CLS] ... [SEP]
+    tok.tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    bert = randomise(BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=2,
+                                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)))
+    bert.save_pretrained(tmp_path / "bert")
+    PreTrainedTokenizerFast(tokenizer_object=tok.tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+                            unk_token="[UNK]", mask_token="[MASK]").save_pretrained(tmp_path / "bert")
+    SentenceTransformer(modules=[Transformer(str(tmp_path / "bert"), max_seq_length=40), Pooling(16, "mean"),
+                                 Normalize()], device="cpu").save(str(tmp_path / "st"))
+    folder_tok = HFTokenizer.from_pretrained_dir(tmp_path / "st")  # what data.tokenizer_from gives the run
+    specials = [folder_tok.token_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    cfg = compose_config(["model=bert", f"model.init_from={tmp_path / 'st'}"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": folder_tok.vocab_size, "mask_id": specials[4], "special_ids": specials, "pad_id": 0}
+    built = objective(cfg, folder_tok.state())
+    randomise(built.net, seed=1)
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, tmp_path / "mlm.ckpt")
+    written, untouched = export(tmp_path / "mlm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "st")
+    assert (written, untouched) == ("BertModel", [])
+    out = tmp_path / "out"
+    for name in ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json"):
+        assert json.loads((out / name).read_text()) == json.loads((tmp_path / "st" / name).read_text()), name
+    assert (out / "2_Normalize").is_dir()
+    assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 40
+    exported = BertModel.from_pretrained(out)
+    for name in ("pooler.dense.weight", "pooler.dense.bias"):
+        assert torch.equal(exported.state_dict()[name], bert.state_dict()[name]), name
+    texts = ["before we proceed any further", "hear me speak", "speak"]
+    theirs = torch.from_numpy(SentenceTransformer(str(out), device="cpu").encode(texts))
+    for source in (f"init_from={out}", f"ckpt={tmp_path / 'mlm.ckpt'}"):
+        assert_matches(theirs, torch.tensor(embed(tmp_path, source, texts_override(texts))), what=source)
+
+
+def test_sentence_transformer_names_a_folder_without_modules_json_before_reading_the_checkpoint(tmp_path):
+    _tiny_gpt(tmp_path / "lm.ckpt")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"sentence_transformer=.*plain holds no modules\.json"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "plain")
+    (tmp_path / "plain" / "modules.json").write_text("[]")
+    with pytest.raises(ValueError, match="sentence_transformer= writes a BERT's .* GPT2LMHeadModel export"):
+        export(tmp_path / "lm.ckpt", tmp_path / "out", sentence_transformer=tmp_path / "plain")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+
+
+@pytest.mark.parametrize("model,targets", [("gpt", ["q", "v"]), ("gpt", ["k", "out", "fc_in"]),
+                                           ("llama", ["q", "v", "gate"])])
+@torch.no_grad()
+def test_unmerged_lora_adapters_load_in_peft_against_the_exported_base(tmp_path, model, targets):
+    """``merge_lora=false``: the folder is the base; ``adapter/`` a peft LoRA folder named for the
+    Hugging Face model's modules (GPT-2's q and v share its fused ``c_attn``, each adapter a block
+    of the rank at its rows; Llama keeps ``q_proj``, ``v_proj``, ``gate_proj``), and
+    ``PeftModel.from_pretrained(base, adapter)`` gives the zoo checkpoint's logits."""
+    import transformers
+    from peft import PeftModel
+
+    from exactness import assert_matches
+
+    tok = CharTokenizer.from_text(TEXT)
+    lora = {"r": 2, "alpha": 6, "dropout": 0.0, "targets": targets}
+    net = checkpoint(tmp_path / "lm.ckpt", model, {"vocab_size": tok.vocab_size}, *TINY_LM, tokenizer=tok, lora=lora)
+    written, _ = export(tmp_path / "lm.ckpt", tmp_path / "out", merge_lora=False)
+    settings = json.loads((tmp_path / "out" / "adapter" / "adapter_config.json").read_text())
+    modules = {name.rsplit(".", 1)[-1] for name in settings["target_modules"]}
+    assert modules == ({"gpt": {"c_attn", "c_proj", "c_fc"} if "out" in targets else {"c_attn"},
+                        "llama": {"q_proj", "v_proj", "gate_proj"}}[model])
+    if targets == ["q", "v"]:  # c_attn's B (3 x 16, 2 + 2): q's block at q's rows, v's at v's, none at k's
+        from safetensors.torch import load_file
+
+        weights = load_file(tmp_path / "out" / "adapter" / "adapter_model.safetensors")
+        b = next(v for k, v in weights.items() if k.endswith("h.0.attn.c_attn.lora_B.weight"))
+        assert b.shape == (48, 4) and (b[:16, :2] != 0).all() and (b[32:, 2:] != 0).all()
+        assert not b[16:32].any() and not b[:16, 2:].any() and not b[32:, :2].any()
+    base = getattr(transformers, written).from_pretrained(tmp_path / "out").eval()
+    ids = torch.tensor([tok.encode(TEXT[:40])])
+    ours = net(ids)
+    assert (base(ids).logits - ours).abs().max() > 1e-3  # the adapters change the outputs
+    adapted = PeftModel.from_pretrained(base, str(tmp_path / "out" / "adapter")).eval()
+    assert_matches(adapted(ids).logits, ours, what="adapted logits")

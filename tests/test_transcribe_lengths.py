@@ -55,3 +55,17 @@ def test_a_file_over_max_seconds_is_refused_before_it_is_read(tmp_path, ckpt):
     wav = _wav(tmp_path / "x.wav", 3 * SAMPLE_RATE + 1)
     with pytest.raises(ValueError, match=r"x\.wav is 3\.0 s long, longer than max_seconds=3: "):
         call("transcribe", [f"ckpt={path}", f"audio={wav}", "max_seconds=3"])
+
+
+@pytest.mark.parametrize("window,max_len,match", [
+    (2 * SAMPLE_RATE, 1500, r"pads to data\.max_seconds=2 s, but the encoder holds 30 s .*"
+                            r"max_seconds=30 or max_len=100"),
+    (SAMPLE_RATE * 3 // 2, 75, r"max_seconds=1\.5 s: give a whole number of seconds")])
+def test_a_padded_window_that_is_not_the_encoders_or_not_whole_seconds_is_refused(tmp_path, window, max_len, match):
+    """``data.pad_audio`` pads to ``data.max_seconds``: Whisper's encoder (and Hugging Face's, which
+    takes exactly its window) reads one window, and the export's feature extractor whole seconds."""
+    tok = CharTokenizer.from_text("one", specials=("<pad>", "<s>", "</s>"))
+    dims = {"vocab_size": tok.vocab_size, "n_mels": 80, "pad_id": 0, "bos_id": 1, "eos_id": 2, "audio_window": window}
+    with pytest.raises(Exception, match=match):  # hydra's InstantiationException carries the model's ValueError
+        checkpoint(tmp_path / "asr.ckpt", "whisper", dims, *TINY, f"model.net.encoder_embedder.max_len={max_len}",
+                   tokenizer=tok)

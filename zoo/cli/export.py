@@ -19,7 +19,7 @@ from zoo.convert.export import FAMILIES, ZOO_CONFIG, export
 def main(cfg: DictConfig) -> None:
     """Write ``ckpt`` into ``out`` (conf/export.yaml) and say what was written."""
     written, untouched = export(cfg.ckpt, cfg.out, merge_lora=cfg.merge_lora, hf_class=cfg.hf_class,
-                                 overwrite=cfg.overwrite)
+                                 overwrite=cfg.overwrite, sentence_transformer=cfg.sentence_transformer)
     if written is None:
         print(f"wrote {cfg.out} in the zoo's format (model.safetensors + {ZOO_CONFIG}): this network has no "
               f"transformers class (export writes {sorted(FAMILIES)}; name one with hf_class= for a family "

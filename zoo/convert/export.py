@@ -408,6 +408,22 @@ def _unique(state: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def places(net: nn.Module, net_cfg: dict[str, Any], family: Family,
+           hf: nn.Module) -> tuple[dict[str, Tensor], list[int], dict[str, Tensor]]:
+    """Where each zoo weight goes in ``hf``: (``hf``'s weights, tied ones once; their offsets in
+    the weights laid end to end; zoo weight name -> the indices, in that flat, of the elements
+    it is read from, in its own shape). The import mapping runs on a probe: every element of the
+    Hugging Face weights holds its own index (exact in float64)."""
+    target = _unique(hf.state_dict())
+    sizes = [v.numel() for v in target.values()]
+    offsets = torch.tensor([0, *sizes]).cumsum(0).tolist()
+    probe = {k: torch.arange(offsets[i], offsets[i + 1], dtype=torch.float64).view(v.shape)
+             for i, (k, v) in enumerate(target.items())}
+    # Weights of layers the zoo net does not build (a vision tower's layers after the one it reads)
+    # stay at their initialisation: they do not change the outputs.
+    return target, offsets, without_unread(net, family.state_dict(probe, net_cfg))
+
+
 @torch.no_grad()
 def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
           settings: dict[str, Any] | None = None) -> tuple[nn.Module, list[str]]:
@@ -421,15 +437,7 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     family = FAMILIES[hf_class]
     hf = getattr(transformers, family.hf_class)(hf_config(family, net_cfg, settings)).eval()
     family.prepare(hf, net_cfg)
-    target = _unique(hf.state_dict())
-    # The probe: every element of the Hugging Face weights holds its own index (exact in float64).
-    sizes = [v.numel() for v in target.values()]
-    offsets = torch.tensor([0, *sizes]).cumsum(0).tolist()
-    probe = {k: torch.arange(offsets[i], offsets[i + 1], dtype=torch.float64).view(v.shape)
-             for i, (k, v) in enumerate(target.items())}
-    # Weights of layers the zoo net does not build (a vision tower's layers after the one it reads)
-    # stay at their initialisation: they do not change the outputs.
-    where = without_unread(net, family.state_dict(probe, net_cfg))
+    target, offsets, where = places(net, net_cfg, family, hf)
     flat = torch.cat([v.detach().flatten().to(torch.float64) for v in target.values()])
     written = torch.zeros_like(flat, dtype=torch.bool)
     own = net.state_dict()
@@ -461,6 +469,28 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
 
 
 ZOO_CONFIG = "zoo_config.json"  # the net config beside the weights of a zoo-format export
+ADAPTER_DIR = "adapter"  # an unmerged LoRA run's peft adapter folder, inside the export of its base
+
+
+def _write_adapters(net: nn.Module, hparams: dict[str, Any], family: Family, hf: nn.Module,
+                    adapted: tuple[Any, Tensor, dict[str, Any]], folder: Path, base: Path) -> None:
+    """The LoRA adapters ``adapted`` took out of ``net`` (its example input, the adapted net's
+    outputs on it, the adapters) as a peft folder against ``hf``, the exported base at ``base``:
+    checked like the export itself, the adapted Hugging Face model giving the adapted zoo net's
+    outputs, or nothing is written."""
+    from zoo.convert import adapters
+
+    x, expected, taken = adapted
+    target, offsets, where = places(net, hparams.net, family, hf)
+
+    def check(model: nn.Module) -> None:
+        theirs = family.outputs(model, x)
+        diff = (expected - theirs).abs().max().item()
+        if not diff <= 1e-4 * (1 + theirs.abs().max().item()):
+            raise ValueError(f"the exported LoRA adapters give outputs {diff:.3g} away from the zoo net's")
+
+    adapters.write(adapters.hf_adapters(taken, hf, target, offsets, where), hf, folder, base,
+                   hparams.lora.get("dropout", 0.0), check)
 
 
 def write_zoo(net: nn.Module, net_cfg: dict[str, Any], out: Path) -> None:
@@ -528,10 +558,15 @@ def _processor_files(hf_class: str, net: dict[str, Any], hparams: dict[str, Any]
                 "video_preprocessor_config.json": video | {"video_processor_type": "VideoMAEVideoProcessor",
                                                            "do_sample_frames": False}}
     if hf_class == "WhisperForConditionalGeneration":
-        from zoo.data.audio import HOP_LENGTH
+        from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE
 
         e = net["encoder_embedder"]
-        return {"preprocessor_config.json": whisper.feature_extractor(e["n_mels"], 2 * e["max_len"] * HOP_LENGTH)}
+        window = 2 * e["max_len"] * HOP_LENGTH
+        if window % SAMPLE_RATE:  # WhisperFeatureExtractor pads to chunk_length * rate samples: an int
+            log.warning("the encoder's window is %g s, not a whole number of seconds: WhisperFeatureExtractor cannot "
+                        "be configured for it, no preprocessor_config.json is written", window / SAMPLE_RATE)
+            return {}
+        return {"preprocessor_config.json": whisper.feature_extractor(e["n_mels"], window)}
     if hf_class == "LlavaForConditionalGeneration":
         vision = e["vision"]
         config = _image_processor("CLIPImageProcessor", vision["image_size"], {})  # zoo answer's normalisation
@@ -579,7 +614,7 @@ def _empty_out(out: Path, overwrite: bool) -> None:
 
 
 def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None,
-           overwrite: bool = False) -> tuple[str | None, list[str]]:
+           overwrite: bool = False, sentence_transformer: str | Path | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out``: ``config.json`` and
     ``generation_config.json`` (the run's own special ids and class names), ``model.safetensors``,
     a tokenizer folder for the run's tokenizer (:func:`zoo.data.tokenizers.save_folder`) and the
@@ -588,26 +623,45 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     (``VitDetModel`` for a headless ViTDet; GPT-Neo and YOLOS checkpoints written before their
     converters name none); a net with neither (the original Transformer, a ViTDet classifier) is
     written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
-    with ``model.lora``) are merged into the weights first; without ``merge_lora`` such a
-    checkpoint is refused. A non-empty ``out`` is refused unless ``overwrite``; the folder is
+    with ``model.lora``) are merged into the weights first; without ``merge_lora`` the folder
+    holds the base and, in ``adapter/``, a peft adapter folder named for the Hugging Face
+    model's modules (:mod:`zoo.convert.adapters`). A non-empty ``out`` is refused unless ``overwrite``; the folder is
     written beside it and put in its place whole, so an overwritten ``out`` holds no file of
-    before and a failed export leaves it as it was. Returns (the class written, None for the zoo's
+    before and a failed export leaves it as it was. A BERT fine-tuned from a sentence-transformers
+    folder is written back as one with ``sentence_transformer`` (that folder, or ``hf:<repo>``):
+    :func:`zoo.models.sentence_transformers.write`. Returns (the class written, None for the zoo's
     format; the names of its weights the zoo net has no counterpart for)."""
     import shutil
 
+    from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
+    from zoo.models import sentence_transformers
     from zoo.train import lora
     from zoo.train.checkpoint import load, tokenizer_of
 
     out = Path(out)
     _empty_out(out, overwrite)
+    origin = Path(resolve(sentence_transformer)) if sentence_transformer else None
+    if origin is not None and not sentence_transformers.is_sentence_transformer(origin):
+        raise FileNotFoundError(f"sentence_transformer={sentence_transformer}: {origin} holds no "
+                                f"{sentence_transformers.MODULES_FILE}, it is not a sentence-transformers folder")
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
-    if hparams.get("lora"):
-        if not merge_lora:
-            raise ValueError(f"{ckpt} holds LoRA adapters: export them merged (merge_lora=true)")
-        net = lora.merge(net)
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
+    if hparams.get("lora") and merge_lora:
+        net = lora.merge(net)
+    elif hparams.get("lora"):
+        if hf_class not in FAMILIES:
+            raise ValueError(f"{ckpt} holds LoRA adapters of a net no transformers class holds: export them merged "
+                             f"(merge_lora=true)")
+        x = FAMILIES[hf_class].example(hparams.net)
+        expected = FAMILIES[hf_class].ours(net.eval(), x)
+        net, taken = lora.unload(net)
+        adapted = (x, expected, taken)
+    if origin is not None and hf_class != "BertForMaskedLM":
+        raise ValueError(f"sentence_transformer= writes a BERT's sentence-transformers folder; {ckpt} is a "
+                         f"{hf_class or 'zoo-format'} export")
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
     roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
@@ -615,34 +669,43 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
         role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
     partial = out.with_name(f".{out.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    if hf_class is None:
-        write_zoo(net, hparams.net, partial)
-        untouched = []
-    else:
-        family = FAMILIES[hf_class] if hf_class in FAMILIES else None
-        settings = _run_settings(family, hparams, ids) if family else {}
-        hf, untouched = to_hf(net, hparams.net, hf_class, settings)
-        if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
-            for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-                setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
-                                                                getattr(hf.generation_config, key, None)))
-            # the run's own decoding length (a seq2seq run's), not the family's default (Whisper's 448)
-            hf.generation_config.max_new_tokens = (hparams.get("decoding") or {}).get("max_new_tokens")
-        if hf_class == "WhisperForConditionalGeneration" and hparams.get("audio_window") is None:
-            log.warning("%s read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's feature "
-                        "extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ from "
-                        "zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does", ckpt)
-        hf.save_pretrained(partial)
-        for name, config in _processor_files(hf_class, hparams.net, hparams).items():
-            (partial / name).write_text(json.dumps(config, indent=1))
-    if tokenizer is not None:
-        prompt = hparams.get("prompt")
-        save_folder(tokenizer, partial, roles, hparams.net.get("context"),
-                    _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
-        if hf_class == "WhisperForConditionalGeneration":
-            whisper.tokenizer_folder(partial)
-    (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
-                                                        "untouched": untouched}, indent=1))
+    try:  # a failed export leaves no partial folder either
+        if hf_class is None:
+            write_zoo(net, hparams.net, partial)
+            untouched = []
+        else:
+            family = FAMILIES[hf_class] if hf_class in FAMILIES else None
+            settings = _run_settings(family, hparams, ids) if family else {}
+            hf, untouched = to_hf(net, hparams.net, hf_class, settings)
+            if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
+                for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+                    setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
+                                                                    getattr(hf.generation_config, key, None)))
+                # the run's own decoding length (a seq2seq run's), not the family's default (Whisper's 448)
+                hf.generation_config.max_new_tokens = (hparams.get("decoding") or {}).get("max_new_tokens")
+            if hf_class == "WhisperForConditionalGeneration" and hparams.get("audio_window") is None:
+                log.warning("%s read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's "
+                            "feature extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ from "
+                            "zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does", ckpt)
+            hf.save_pretrained(partial)
+            for name, config in _processor_files(hf_class, hparams.net, hparams).items():
+                (partial / name).write_text(json.dumps(config, indent=1))
+            if adapted is not None:
+                _write_adapters(net, hparams, family, hf, adapted, partial / ADAPTER_DIR, out.resolve())
+        if tokenizer is not None:
+            prompt = hparams.get("prompt")
+            save_folder(tokenizer, partial, roles, hparams.net.get("context"),
+                        _chat_template(prompt) if prompt and hf_class == "LlavaForConditionalGeneration" else None)
+            if hf_class == "WhisperForConditionalGeneration":
+                whisper.tokenizer_folder(partial)
+        if origin is not None:
+            untouched = sentence_transformers.write(origin, partial, hf)
+            hf_class = "BertModel"
+        (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
+                                                            "untouched": untouched}, indent=1))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     if out.exists():
         shutil.rmtree(out)
     partial.rename(out)

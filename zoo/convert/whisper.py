@@ -119,7 +119,8 @@ def _byte_level(tok_json: dict[str, Any]) -> dict[str, Any]:
     data trains) as the byte-level BPE ``WhisperTokenizer`` rebuilds from a folder's vocabulary
     and merges (it keeps no pre-tokenizer or decoder of the file): each token's text (``▁`` a
     space) in GPT-2's byte alphabet, so that decoding gives the same text. Whisper's own
-    (byte-level already) is returned as it is. Ids do not move."""
+    (byte-level already) is returned as it is. Ids do not move. Encoding is the run's too, but for
+    a character of more than one UTF-8 byte: no merge joins its bytes (the ASR pipeline only decodes)."""
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     if (tok_json.get("pre_tokenizer") or {}).get("type") == "ByteLevel":
@@ -134,12 +135,14 @@ def _byte_level(tok_json: dict[str, Any]) -> dict[str, Any]:
         return "".join(alphabet[b] for b in (token.replace("▁", " ") if metaspace else token).encode())
 
     model = tok_json["model"]
+    if model.get("type") not in ("WordLevel", "BPE"):
+        raise ValueError(f"a {model.get('type')} tokenizer has no WhisperTokenizer (a byte-level BPE) equivalent")
     merges = [m.split(" ") if isinstance(m, str) else m for m in model.get("merges", [])]
     return tok_json | {
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": metaspace, "trim_offsets": True, "use_regex": True},
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": model.get("unk_token"), "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+        "model": {"type": "BPE", "dropout": None, "unk_token": model.get("unk_token"),
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": {byte_text(t): i for t, i in model["vocab"].items()},
                   "merges": [[byte_text(a), byte_text(b)] for a, b in merges]}}
 
@@ -166,12 +169,11 @@ def tokenizer_folder(folder: Path) -> None:
 
 def feature_extractor(n_mels: int, window: int) -> dict[str, Any]:
     """``WhisperFeatureExtractor``'s config that computes the zoo's features of a run padded to
-    ``window`` samples (``data.pad_audio``): its ``chunk_length`` is that window, in seconds."""
+    ``window`` samples (``data.pad_audio``): its ``chunk_length`` is that window, in whole seconds."""
     from zoo.data.audio import HOP_LENGTH, N_FFT, SAMPLE_RATE
 
-    seconds = window / SAMPLE_RATE
     return {"feature_extractor_type": "WhisperFeatureExtractor", "processor_class": "WhisperProcessor",
             "feature_size": n_mels, "sampling_rate": SAMPLE_RATE, "hop_length": HOP_LENGTH, "n_fft": N_FFT,
-            "chunk_length": int(seconds) if seconds == int(seconds) else seconds, "n_samples": window,
+            "chunk_length": window // SAMPLE_RATE, "n_samples": window,
             "nb_max_frames": window // HOP_LENGTH, "padding_value": 0.0, "padding_side": "right",
             "return_attention_mask": False, "dither": 0.0}

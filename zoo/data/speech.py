@@ -182,7 +182,8 @@ class SpeechDataModule(ZooDataModule):
     yields = (AudioText,)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
-                 bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop", pad_audio: bool = False,
+                 bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
+                 pad_audio: bool = False,
                  skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
         super().__init__(data_dir, cache_dir, batch_size, num_workers)

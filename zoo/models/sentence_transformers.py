@@ -83,6 +83,11 @@ def _modules(folder: Path) -> list[tuple[str, Path]]:
 def _pooling_mode(file: Path) -> tuple[str, int | None]:
     """(mode, word_embedding_dimension) of a Pooling module's ``config.json``: exactly one mode set."""
     config = _object(file)
+    if "pooling_mode" in config:  # sentence-transformers 6 names its mode (and the width) so
+        mode = config["pooling_mode"]
+        if mode not in POOLING_FLAGS.values():
+            raise ValueError(f"{file}: pooling_mode={mode!r}; zoo embed pools by {sorted(POOLING_FLAGS.values())} only")
+        return mode, config.get("embedding_dimension")
     unsupported = [flag for flag in UNSUPPORTED_FLAGS if config.get(flag)]
     if unsupported:
         raise ValueError(f"{file} sets {unsupported}: zoo embed pools by {sorted(POOLING_FLAGS)} only")
@@ -109,3 +114,71 @@ def read(folder: str | Path) -> SentenceTransformer:
     settings = modules["Transformer"] / "sentence_bert_config.json"
     max_length = _max_length(settings) if settings.is_file() else None
     return SentenceTransformer(modules["Transformer"], Pooling(mode, "Normalize" in modules), max_length, width)
+
+
+# --- export: a zoo BERT back into the sentence-transformers folder it came from ---------------------
+
+POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # BertModel's, which the zoo does not compute
+
+
+def _pooler(model_dir: Path) -> dict[str, Any]:
+    """The pooler weights of the Transformer folder ``model_dir`` (``model.safetensors``), by
+    BertModel's names; {} where it holds none."""
+    from safetensors import safe_open
+
+    file = model_dir / "model.safetensors"
+    if not file.is_file():
+        return {}
+    with safe_open(str(file), framework="pt") as weights:
+        names = set(weights.keys())
+        return {name: weights.get_tensor(prefix + name) for name in POOLER
+                for prefix in ("", "bert.") if prefix + name in names}
+
+
+def write(origin: str | Path, out: Path, hf_mlm) -> list[str]:
+    """Make the export folder ``out`` (a ``BertForMaskedLM`` ``hf_mlm`` and its tokenizer, as
+    :func:`zoo.convert.export.export` wrote them) the sentence-transformers folder ``origin`` is
+    (the one the run started from): its ``modules.json``, Pooling and Normalize modules and settings
+    (checked by :func:`read`: only those three, paths inside the folder), the Transformer as a
+    ``BertModel`` at the same place, holding ``origin``'s pooler (the zoo has none to train), and
+    the tokenizer's ``model_max_length`` as ``origin``'s. Returns the weights left at their
+    initialisation (the pooler, where ``origin`` has none)."""
+    import shutil
+
+    from transformers import BertModel
+
+    origin = Path(origin)
+    st = read(origin)
+    model_dir = out / st.model_dir.relative_to(origin.resolve())
+    bert = BertModel(hf_mlm.config).eval()
+    missing = bert.load_state_dict(hf_mlm.bert.state_dict(), strict=False).missing_keys
+    pooler = _pooler(st.model_dir)
+    for name, value in pooler.items():
+        if value.shape != bert.state_dict()[name].shape:
+            raise ValueError(f"{st.model_dir}: {name} is {tuple(value.shape)}, the exported BertModel's is "
+                             f"{tuple(bert.state_dict()[name].shape)}: it is not the folder this run started from")
+    bert.load_state_dict(pooler, strict=False)
+    tokenizer_files = [p for p in out.iterdir() if p.name.startswith(("tokenizer", "special_tokens"))]
+    for p in out.glob("*.safetensors"):
+        p.unlink()
+    bert.config.architectures = ["BertModel"]
+    bert.save_pretrained(model_dir)
+    if model_dir != out:
+        for p in tokenizer_files:
+            shutil.move(str(p), model_dir / p.name)
+        (out / "config.json").unlink()
+    root = origin.resolve()
+    modules = [p.relative_to(root) for kind, p in _modules(origin) if kind != "Transformer"]
+    for module in modules:  # Normalize's folder may hold nothing
+        (out / module).mkdir(parents=True, exist_ok=True)
+    settings = [Path(MODULES_FILE), Path("config_sentence_transformers.json"),
+                st.model_dir.relative_to(root) / "sentence_bert_config.json", *(m / "config.json" for m in modules)]
+    for name in settings:  # JSON settings only, re-written: nothing else of the folder travels
+        if (root / name).is_file():
+            (out / name).write_text(json.dumps(_json(root / name), indent=1))
+    own = st.model_dir / "tokenizer_config.json"
+    length = _json(own).get("model_max_length") if own.is_file() else None
+    if isinstance(length, int):
+        config = _json(model_dir / "tokenizer_config.json")
+        (model_dir / "tokenizer_config.json").write_text(json.dumps(config | {"model_max_length": length}, indent=1))
+    return sorted(set(missing) - set(pooler))

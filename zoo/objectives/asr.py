@@ -35,6 +35,10 @@ class SpeechRecognition(Seq2Seq):
                              f"encoder holds {encoder / SAMPLE_RATE:g} s (model.net.encoder_embedder.max_len="
                              f"{encoder // HOP_LENGTH // 2}): set data.max_seconds={encoder / SAMPLE_RATE:g} or "
                              f"max_len={audio_window // HOP_LENGTH // 2}")
+        if audio_window is not None and audio_window % SAMPLE_RATE:
+            raise ValueError(f"data.pad_audio pads to data.max_seconds={audio_window / SAMPLE_RATE:g} s: give a whole "
+                             f"number of seconds (an export's WhisperFeatureExtractor pads to whole seconds; "
+                             f"model.net.encoder_embedder.max_len = 50 per second)")
         self.metrics = torch.nn.ModuleDict({
             f"{stage}_{kind}": metric()
             for stage in ("val", "test", "test_beam") for kind, metric in (("wer", WordErrorRate), ("cer", CharErrorRate))

@@ -7,7 +7,8 @@ in the Block: ``q``, ``k``, ``v``, ``out`` (self- and cross-attention), ``gate``
 (``peft.inject_adapter_in_model``), so the network keeps its type and its forward; the adapter
 weights are ordinary parameters of it, saved in the checkpoint and restored on resume (the
 objective rebuilds the same adapters from ``lora`` before loading). :func:`merge` folds them into
-the base weights for export.
+the base weights for export; :func:`unload` takes them out, for an adapter folder of their own
+(:mod:`zoo.convert.adapters`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 # The Block's linear layers, by the name each has in its parent (zoo.nn.attention, zoo.nn.feedforward).
 TARGETS = {"q": "attn", "k": "attn", "v": "attn", "out": "attn", "gate": "ffn", "fc_in": "ffn", "fc_out": "ffn"}
@@ -59,19 +60,38 @@ def counts(net: nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
-def merge(net: nn.Module) -> nn.Module:
-    """Fold every adapter into its base layer and put the plain ``nn.Linear`` back: the network
-    then has its original structure and state-dict names, and computes what the adapted one did."""
+def _unwrap(net: nn.Module, fold: bool) -> nn.Module:
+    """Put the plain ``nn.Linear`` back in place of every adapted layer, its adapter folded into
+    it first (``fold``) or dropped."""
     from peft.tuners.lora import LoraLayer
 
     for name, module in list(net.named_modules()):
         if isinstance(module, LoraLayer):
-            module.merge()
+            if fold:
+                module.merge()
             parent_name, _, child = name.rpartition(".")
             setattr(net.get_submodule(parent_name) if parent_name else net, child, module.get_base_layer())
     for param in net.parameters():
         param.requires_grad = True
     return net
+
+
+def merge(net: nn.Module) -> nn.Module:
+    """Fold every adapter into its base layer and put the plain ``nn.Linear`` back: the network
+    then has its original structure and state-dict names, and computes what the adapted one did."""
+    return _unwrap(net, fold=True)
+
+
+def unload(net: nn.Module) -> tuple[nn.Module, dict[str, tuple[Tensor, Tensor, float]]]:
+    """(``net`` with its base layers back and the adapters taken out, in place; the adapters:
+    adapted layer's name -> (A (r, in), B (out, r), scaling), whose update of the layer's
+    weight (out, in) is ``scaling * B @ A``)."""
+    from peft.tuners.lora import LoraLayer
+
+    adapters = {name: (m.lora_A["default"].weight.detach().clone(), m.lora_B["default"].weight.detach().clone(),
+                       float(m.scaling["default"]))
+                for name, m in net.named_modules() if isinstance(m, LoraLayer)}
+    return _unwrap(net, fold=False), adapters
 
 
 def settings(lora: Any) -> dict[str, Any] | None:

@@ -59,3 +59,14 @@ def test_quick_seq2seq_run_prints_no_warning(tmp_path: Path, shakespeare_dir: Pa
                     "model.net.block.d_ff=64", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1")
     printed = out.stdout + out.stderr
     assert warnings_in(printed) == [], printed[-4000:]
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch, capsys) -> None:
+    from zoo.train import console
+
+    monkeypatch.setattr(console, "on_terminal", lambda: True)
+    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    assert "decoding images" in capsys.readouterr().err
+    monkeypatch.setattr(console, "on_terminal", lambda: False)
+    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    assert capsys.readouterr().err == ""

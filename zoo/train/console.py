@@ -72,12 +72,14 @@ def on_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """``items`` with a tqdm bar (as the training bars) on a terminal, as they are elsewhere."""
+def progress(items: Iterable[T], description: str, total: int | None = None, unit: str = "it",
+             scale: bool = False) -> Iterator[T]:
+    """``items`` with a tqdm bar (as the training bars) on a terminal, as they are elsewhere
+    (``scale``: the counts are bytes, shown as kB, MB, ...)."""
     from tqdm.auto import tqdm
 
-    return iter(tqdm(items, desc=description, total=total, disable=not on_terminal(), leave=False,
-                     dynamic_ncols=True))
+    return iter(tqdm(items, desc=description, total=total, unit=unit, unit_scale=scale, disable=not on_terminal(),
+                     leave=False, dynamic_ncols=True))
 
 
 class ProgressBar(TQDMProgressBar):

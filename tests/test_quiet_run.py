@@ -70,3 +70,17 @@ def test_progress_bars_only_on_a_terminal(monkeypatch, capsys) -> None:
     monkeypatch.setattr(console, "on_terminal", lambda: False)
     assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
     assert capsys.readouterr().err == ""
+
+
+def test_the_default_sample_prompt_follows_the_tokenizer() -> None:
+    """A newline for characters (tiny Shakespeare); WordPiece has none (model=llama data=wikitext
+    warned that the default prompt was no token): its end of text, which precedes every article."""
+    from zoo.data.tokenizers import CharTokenizer, HFTokenizer
+    from zoo.data.wikitext import SPECIAL_TOKENS
+    from zoo.objectives.lm import sample_prompt_ids
+
+    chars = CharTokenizer(sorted(set("ROMEO:\nbut soft")))
+    assert sample_prompt_ids(chars, None) == chars.encode("\n") != []
+    words = HFTokenizer.train_wordpiece(["the cat sat on the mat"] * 4, 60, SPECIAL_TOKENS)
+    assert words.encode("\n") == [] and sample_prompt_ids(words, None) == [words.token_id("[SEP]")]
+    assert sample_prompt_ids(words, "the cat") == words.encode("the cat")

@@ -89,3 +89,21 @@ def test_every_line_of_the_commands_block_runs_and_writes_something(tmp_path):
         else:
             assert out.stdout.strip(), line
     assert not_empty(work / "samples" / "clip.wav") and not_empty(work / "samples" / "shapes_vqa.png")
+
+
+@pytest.mark.slow  # ~20 s: composes three training configs
+def test_samples_writes_each_input_and_refuses_a_question_shapes_vqa_never_asks(tmp_path):
+    import soundfile
+    from PIL import Image
+
+    from zoo.cli.commands import call
+
+    write_fsdd(tmp_path / "data", speakers=("alice",), digits=range(3), takes=range(6))
+    paths = [f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    with pytest.raises(ValueError, match="question='what is the meaning' is not one shapes_vqa asks"):
+        call("samples", [f"out={tmp_path / 'none'}", "question=what is the meaning", *paths])
+    call("samples", [f"out={tmp_path / 'samples'}", *paths])
+    assert soundfile.info(str(tmp_path / "samples" / "clip.wav")).duration > 0.1
+    for name in ("shapes_vqa.png", "shapes_detection.png"):
+        with Image.open(tmp_path / "samples" / name) as image:
+            assert image.getbbox() is not None  # something drawn on the black

@@ -57,7 +57,9 @@ def install(output_dir: str | Path) -> None:
     warnings.filterwarnings("ignore", message=rf"Experiment logs directory {run}/? exists and is not empty",
                             category=UserWarning)
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(_DropLines())
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropLines) for f in logger.filters):  # once, however many runs a process makes
+            logger.addFilter(_DropLines())
     if HydraConfig.initialized():  # a command line's run: Hydra's handlers write the console and train.log
         logging.captureWarnings(True)
         for name in ("lightning", "lightning.pytorch", "lightning.fabric"):

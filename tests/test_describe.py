@@ -23,7 +23,7 @@ def test_readme_family_table_is_the_generated_one():
 
 def test_mask_pictures_are_written(tmp_path):
     paths = write_mask_pictures(tmp_path)
-    assert sorted(p.name for p in paths) == sorted(f"mask_{m}.png" for m in model_names())
+    assert sorted(p.name for p in paths) == sorted([f"mask_{m}.png" for m in model_names()] + ["mask_families.png"])
     assert all(p.stat().st_size > 1000 for p in paths)
 
 

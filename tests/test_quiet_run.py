@@ -59,3 +59,28 @@ def test_quick_seq2seq_run_prints_no_warning(tmp_path: Path, shakespeare_dir: Pa
                     "model.net.block.d_ff=64", "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1")
     printed = out.stdout + out.stderr
     assert warnings_in(printed) == [], printed[-4000:]
+
+
+def test_progress_bars_only_on_a_terminal(monkeypatch, capsys) -> None:
+    from zoo.train import console
+
+    monkeypatch.setattr(console, "on_terminal", lambda: True)
+    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    assert "decoding images" in capsys.readouterr().err
+    monkeypatch.setattr(console, "on_terminal", lambda: False)
+    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    assert capsys.readouterr().err == ""
+
+
+def test_the_default_sample_prompt_follows_the_tokenizer() -> None:
+    """A newline for characters (tiny Shakespeare); WordPiece has none (model=llama data=wikitext
+    warned that the default prompt was no token): its end of text, which precedes every article."""
+    from zoo.data.tokenizers import CharTokenizer, HFTokenizer
+    from zoo.data.wikitext import SPECIAL_TOKENS
+    from zoo.objectives.lm import sample_prompt_ids
+
+    chars = CharTokenizer(sorted(set("ROMEO:\nbut soft")))
+    assert sample_prompt_ids(chars, None) == chars.encode("\n") != []
+    words = HFTokenizer.train_wordpiece(["the cat sat on the mat"] * 4, 60, SPECIAL_TOKENS)
+    assert words.encode("\n") == [] and sample_prompt_ids(words, None) == [words.token_id("[SEP]")]
+    assert sample_prompt_ids(words, "the cat") == words.encode("the cat")

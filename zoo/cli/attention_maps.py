@@ -16,8 +16,8 @@ from omegaconf import DictConfig
 
 from zoo.data.batches import AudioText, ImageBoxes, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
 from zoo.train.checkpoint import load
-from zoo.viz.attention_maps import (detection_maps, image_maps, image_question_maps, speech_maps, text_maps,
-                                   translation_maps)
+from zoo.viz.attention_maps import (detection_maps, image_maps, image_question_maps, run_title, speech_maps,
+                                   text_maps, translation_maps)
 
 # The input that shows the attention of a model trained on each batch type.
 INPUT_OF_BATCH = {TokenWindows: "text", PaddedTokens: "text", SequencePairs: "text", AudioText: "audio",
@@ -39,7 +39,7 @@ def main(cfg: DictConfig) -> None:
     if kind not in accepted:
         raise ValueError(f"{cfg.ckpt} holds a model for {' or '.join(accepted) or 'no shown'} input "
                          f"({type(objective).__name__}), but {kind} input was given")
-    out, title = Path(cfg.out), Path(cfg.ckpt).name
+    out, title = Path(cfg.out), run_title(cfg.ckpt)
     out.mkdir(parents=True, exist_ok=True)
     if kind == "text":
         cross = any(tower.cross_attention for tower in objective.net.towers.values())  # an encoder-decoder

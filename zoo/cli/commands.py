@@ -52,6 +52,8 @@ COMMANDS: dict[str, Command] = {
     "export": Command("export", "zoo.cli.export:main", "write a checkpoint as a folder transformers loads"),
     "describe": Command("describe", "zoo.cli.describe:main",
                         "print the family table; masks=DIR also draws each family's masks"),
+    "samples": Command("samples", "zoo.cli.samples:main",
+                       "write a speech clip and shapes images: the inputs of the README's Commands block"),
 }
 
 

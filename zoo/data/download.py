@@ -78,11 +78,15 @@ class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
 def copy_url(url: str, dest: Path, patience: Patience) -> None:
     """One try: write the body of ``url`` to ``dest``; fail when the connection stalls
     past the timeouts or ends before the length the server announced."""
+    from zoo.train.console import progress  # (Lightning loads with it: only when a download starts)
+
     opener = urllib.request.build_opener(_Handler(patience.read))
     with opener.open(url, timeout=patience.connect) as response, open(dest, "wb") as out:
         announced = response.length  # Content-Length, None when the server sends none
         received = 0
-        for chunk in iter(lambda: response.read(1 << 20), b""):
+        chunks = iter(lambda: response.read(1 << 20), b"")  # 1 MiB each (read(n) reads n unless the body ends)
+        for chunk in progress(chunks, f"downloading {dest.name}", unit="MiB",
+                              total=None if announced is None else -(-announced >> 20)):
             out.write(chunk)
             received += len(chunk)
     # http.client returns a short body without complaint when the connection closes early

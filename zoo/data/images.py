@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.batches import ImageLabels
+from zoo.train.console import progress
 
 
 def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[Tensor, Tensor, list[str]]:
@@ -33,7 +34,7 @@ def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[T
     if not folder.samples:
         raise FileNotFoundError(f"{root} has no images in <class>/*.png|jpg sub-folders")
     images = []
-    for path, _ in folder.samples:
+    for path, _ in progress(folder.samples, f"decoding {root}", unit="image"):
         try:
             image = torchvision.io.decode_image(path, mode=torchvision.io.ImageReadMode.RGB)
         except Exception as err:

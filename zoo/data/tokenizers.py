@@ -96,11 +96,14 @@ class HFTokenizer:
         from ``texts``; ``special_tokens`` get the first ids, in order."""
         from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+        from zoo.train.console import on_terminal
+
         tok = Tokenizer(models.WordPiece(unk_token=special_tokens[1] if len(special_tokens) > 1 else "[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                            show_progress=on_terminal())
         tok.train_from_iterator(texts, trainer)
         return cls(tok)
 
@@ -168,6 +171,8 @@ def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: It
     ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them."""
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+    from zoo.train.console import on_terminal
+
     if cache.exists():
         return HFTokenizer(Tokenizer.from_file(str(cache)))
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -175,7 +180,7 @@ def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: It
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
-                                                       show_progress=False))
+                                                       show_progress=on_terminal()))
     cache.parent.mkdir(parents=True, exist_ok=True)
     partial = cache.with_name(cache.name + ".part")
     tok.save(str(partial))

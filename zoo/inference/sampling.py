@@ -45,6 +45,7 @@ def generate(
     generator: torch.Generator | None = None,
     eos_id: int | None = None,
     suppress: Sequence[int] = (),
+    show_progress: bool = False,
     **inputs,
 ) -> Tensor:
     """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
@@ -59,13 +60,19 @@ def generate(
     only, and the cache holds what they became. ``eos_id``: stop once every row has it.
     ``suppress``: ids never produced, e.g. LLaVA's ``<image>`` placeholder, which only an
     image can fill (a generated one, fed back without its image, could not be read).
+    ``show_progress``: a bar over the steps, on a terminal (``zoo generate``; not a run's samples).
     """
     check_sampling(temperature, top_k, top_p)
     was_training = model.training
     model.eval()
     cache = None
     finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
-    for _ in range(max_new_tokens):
+    steps = range(max_new_tokens)
+    if show_progress:
+        from zoo.train.console import progress
+
+        steps = progress(steps, "generating", total=max_new_tokens, unit="token")
+    for _ in steps:
         if use_cache and cache is not None and cache.length < model.context:
             logits = model(tokens[:, -1:], cache=cache)
         else:

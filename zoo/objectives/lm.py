@@ -9,9 +9,19 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from zoo.data.batches import IGNORE, TokenWindows
-from zoo.data.tokenizers import tokenizer_from_state
+from zoo.data.tokenizers import present_ids, tokenizer_from_state
+from zoo.data.wikitext import END_OF_TEXT
 from zoo.inference.sampling import generate
 from zoo.objectives.base import Objective
+
+
+def sample_prompt_ids(tokenizer, prompt: str | None) -> list[int]:
+    """The ids a run's sample continues: ``prompt``'s; for None, a newline where it is a token (a
+    character tokenizer: tiny Shakespeare), else the end-of-text token the data puts between
+    documents (a WordPiece or BPE tokenizer, which has no newline: data=wikitext), else none."""
+    if prompt is not None:
+        return tokenizer.encode(prompt)
+    return tokenizer.encode("\n") or list(present_ids(tokenizer, END_OF_TEXT).values())[:1]
 
 
 class NextTokenLM(Objective):
@@ -19,12 +29,13 @@ class NextTokenLM(Objective):
 
     Args (besides :class:`Objective`'s):
         sample_prompt / sample_tokens: at the end of training, a sample of this many
-            tokens after this prompt is printed and saved to ``samples.txt``.
+            tokens after this prompt is printed and saved to ``samples.txt`` (None: the
+            tokenizer's start of a text, see :func:`sample_prompt_ids`).
     """
 
     accepts = (TokenWindows,)
 
-    def __init__(self, *args, sample_prompt: str = "\n", sample_tokens: int = 300, **kwargs):
+    def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300, **kwargs):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
 
@@ -59,8 +70,8 @@ class NextTokenLM(Objective):
         if not self.sample_tokens or self.hparams.tokenizer is None:
             return
         tokenizer = tokenizer_from_state(self.hparams.tokenizer)
-        ids = tokenizer.encode(self.sample_prompt)
-        if not ids:  # e.g. the default "\n" under a WordPiece tokenizer (data=wikitext)
+        ids = sample_prompt_ids(tokenizer, self.sample_prompt)
+        if not ids:  # e.g. a prompt of spaces under a WordPiece tokenizer (data=wikitext)
             rank_zero_warn(f"model.sample_prompt={self.sample_prompt!r} is no token for this tokenizer: no sample "
                            f"is written (give a prompt of words)")
             return

@@ -57,7 +57,9 @@ def install(output_dir: str | Path) -> None:
     warnings.filterwarnings("ignore", message=rf"Experiment logs directory {run}/? exists and is not empty",
                             category=UserWarning)
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logging.getLogger(name).addFilter(_DropLines())
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropLines) for f in logger.filters):  # once, however many runs a process makes
+            logger.addFilter(_DropLines())
     if HydraConfig.initialized():  # a command line's run: Hydra's handlers write the console and train.log
         logging.captureWarnings(True)
         for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
@@ -72,12 +74,14 @@ def on_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """``items`` with a tqdm bar (as the training bars) on a terminal, as they are elsewhere."""
+def progress(items: Iterable[T], description: str, total: int | None = None, unit: str = "it",
+             scale: bool = False) -> Iterator[T]:
+    """``items`` with a tqdm bar (as the training bars) on a terminal, as they are elsewhere
+    (``scale``: the counts are bytes, shown as kB, MB, ...)."""
     from tqdm.auto import tqdm
 
-    return iter(tqdm(items, desc=description, total=total, disable=not on_terminal(), leave=False,
-                     dynamic_ncols=True))
+    return iter(tqdm(items, desc=description, total=total, unit=unit, unit_scale=scale, disable=not on_terminal(),
+                     leave=False, dynamic_ncols=True))
 
 
 class ProgressBar(TQDMProgressBar):

@@ -121,14 +121,29 @@ def plot_layers(weights: list[Tensor], rows: list[str], cols: list[str], out_dir
     return paths
 
 
+def run_title(ckpt: str | Path) -> str:
+    """A picture's title for a checkpoint: the run it belongs to, then the file
+    (``outputs/train/2026-12-01_10-00-00/checkpoints/last.ckpt`` -> ``train/2026-12-01_10-00-00 (last.ckpt)``)."""
+    path = Path(ckpt)
+    if path.parent.name != "checkpoints":
+        return path.name
+    run = path.parent.parent.resolve()
+    return f"{run.parent.name}/{run.name} ({path.name})"
+
+
+# The alignment picture's largest size in inches (a degenerate output of hundreds of tokens).
+MAX_WIDTH, MAX_HEIGHT = 12.0, 16.0
+
+
 def plot_alignment(cross: list[Tensor], rows: list[str], cols: list[str], path: Path, title: str,
                    spectrogram: Tensor | None = None, step: float = 0.0) -> Path:
     """Each decoder layer's cross-attention, heads averaged: the token each position writes
     down, source positions across; for speech the log-mel spectrogram sits above on the same time
     axis (``step``: the seconds each encoder position covers)."""
     panels = len(cross) + (spectrogram is not None)
-    fig, axes = plt.subplots(panels, 1, figsize=(max(6.0, 0.25 * len(cols) if len(cols) <= 40 else 8.0),
-                                                 1.2 + 0.25 * max(len(rows), 6) * panels), squeeze=False)
+    width = min(MAX_WIDTH, max(6.0, 0.25 * len(cols) if len(cols) <= 40 else 8.0))
+    height = min(MAX_HEIGHT, 1.2 + 0.25 * max(len(rows), 6) * panels)
+    fig, axes = plt.subplots(panels, 1, figsize=(width, height), squeeze=False)
     axes = list(axes[:, 0])
     if spectrogram is not None:
         ax = axes.pop(0)

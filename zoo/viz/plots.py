@@ -4,6 +4,7 @@ confusion matrix, video clips as strips of frames with their predicted and true 
 from __future__ import annotations
 
 import csv
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,16 +16,18 @@ import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 
-def save_figure(fig, path: Path, dpi: int = 100) -> Path:
-    """Lay out ``fig``, write it to ``path`` as PNG and free it (figures are files only)."""
+def save_figure(fig, path: Path, dpi: int = 100, metadata: dict[str, str] | None = None) -> Path:
+    """Lay out ``fig``, write it to ``path`` as PNG (cropped to what is drawn, so that no title or
+    axis label is cut off; ``metadata``: PNG text fields) and free it (figures are files only)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=metadata)
     plt.close(fig)
     return path
 
 
-# What the throughput monitor logs besides the rates: running counts, not curves to look at.
-THROUGHPUT_COUNTERS = {"batches", "lengths", "samples", "time"}
+# Running counts, not curves to look at: the throughput monitor's besides its rates, and the
+# seq2seq objectives' target tokens per batch.
+COUNTERS = {"batches", "lengths", "samples", "time", "target_tokens"}
 
 
 def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
@@ -39,13 +42,13 @@ def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def plot_curves(csv_path: Path, out_path: Path) -> Path | None:
-    """One panel per metric family (loss, accuracy, ...), train/val/test curves together.
-    Returns the PNG's path, or None when the log holds no curve yet."""
+    """One panel per metric family (loss, accuracy, ...), train/val curves together; every point
+    is marked on a curve of few points (a run that validated once has a one-point val curve). Returns the PNG's path, or None when the log holds no curve yet."""
     series = read_metrics(csv_path)
     groups: dict[str, list[str]] = defaultdict(list)
     for key in series:
         split, _, name = key.partition("/")
-        if split in ("train", "val") and name not in THROUGHPUT_COUNTERS and "/" not in name and len(series[key]) > 1:
+        if split in ("train", "val") and name not in COUNTERS and "/" not in name:
             groups[name].append(key)
     if not groups:
         return None
@@ -53,12 +56,12 @@ def plot_curves(csv_path: Path, out_path: Path) -> Path | None:
     for ax, (name, keys) in zip(axes[0], sorted(groups.items())):
         for key in sorted(keys):
             steps, values = zip(*series[key])
-            ax.plot(steps, values, label=key, marker="." if key.startswith("val") else None)
+            ax.plot(steps, values, label=key, marker="." if key.startswith("val") or len(steps) < 3 else None)
         ax.set_title(name)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()
-    return save_figure(fig, out_path)
+    return save_figure(fig, out_path, metadata={"panels": json.dumps(sorted(groups))})
 
 
 def plot_confusion(matrix: Tensor, class_names: list[str], out_path: Path) -> Path:

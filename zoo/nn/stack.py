@@ -15,7 +15,7 @@ from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
 from zoo.nn.flex import available as flex_available
-from zoo.nn.masks import NoMask, per_layer
+from zoo.nn.masks import Mask, NoMask, per_layer
 from zoo.nn.norms import make_norm
 from zoo.nn.positions import RotaryEmbedding
 
@@ -33,7 +33,7 @@ class Stack(nn.Module):
         attention_backend: how self-attention runs: ``sdpa`` (SDPA under a dense mask),
             ``blocks`` (``zoo.nn.blocked``: only the key blocks the mask lets each block of
             queries see; CPU training) or ``flex`` (``zoo.nn.flex``: FlexAttention; GPU
-            training, inference). The last two need masks that say their cells.
+            training, inference). The last two need masks that say their cells (``Mask.has_cells``).
         first_attn_norm: ``False``: the first Block's attention reads the embedder's output
             as it is, with no norm of its own (ModernBERT: its embedder ends in a norm already).
     """
@@ -125,7 +125,7 @@ class Stack(nn.Module):
 BACKENDS = ("sdpa", "blocks", "flex")
 
 
-def check_backend(backend: str, masks: list) -> None:
+def check_backend(backend: str, masks: list[Mask]) -> None:
     """Refuse, at construction, a backend that is unknown, absent from this torch, or that a
     layer's mask cannot run under (naming the value and the mask)."""
     if backend not in BACKENDS:
@@ -135,7 +135,7 @@ def check_backend(backend: str, masks: list) -> None:
                          f"torch {torch.__version__} does not have: use attention_backend=blocks or sdpa")
     if backend != "sdpa":
         for mask in masks:
-            if not hasattr(mask, "cells"):
+            if not mask.has_cells:
                 raise ValueError(f"attention_backend={backend}: the mask {mask!r} does not say its cells (it depends "
                                  f"on the batch or weighs keys): use attention_backend=sdpa")
 

@@ -36,17 +36,17 @@ class Stack(nn.Module):
             training, inference). The last two need masks that say their cells (``Mask.has_cells``).
         first_attn_norm: ``False``: the first Block's attention reads the embedder's output
             as it is, with no norm of its own (ModernBERT: its embedder ends in a norm already).
+
+    What differs by layer is per-layer data, one entry per layer, each Block built from its
+    own: the masks (``layer_masks``), the rotary tables (:meth:`contexts`), and whether the
+    layer's attention has a norm (``attn_norms``).
     """
 
-    def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
+    def __init__(self, block: BlockConfig, n_layers: int, mask: Mask | None = None, cross_attention: bool = False,
                  final_norm: bool = True, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
-        self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
-        if not first_attn_norm:
-            if not block.prenorm:
-                raise ValueError("first_attn_norm=false removes the first Block's pre-attention norm: it needs "
-                                 "pre-LN Blocks (block.prenorm=true), as a post-LN Block's norm is its output's")
-            self.blocks[0].attn_norm = nn.Identity()
+        self.attn_norms = [first_attn_norm or i > 0 for i in range(n_layers)]
+        self.blocks = nn.ModuleList(Block(block, cross_attention, attn_norm) for attn_norm in self.attn_norms)
         self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
         self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
         check_backend(attention_backend, self.layer_masks)

@@ -8,6 +8,8 @@ the stack (``zoo.nn.tower``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
@@ -115,11 +117,29 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
         """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""
-        if len(contexts) != len(self.layer_masks):
-            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
+        self._check_contexts(contexts)
         for i, (block, context) in enumerate(zip(self.blocks, contexts)):  # (a stack read early stops at its layer)
             x = block(x, context, None if cache is None else cache.layers[i])
         return x if self.norm is None or self.n_read is not None else self.norm(x)
+
+    def intermediates(self, x: Tensor, contexts: list[AttentionContext], layers: Sequence[int]) -> list[Tensor]:
+        """x (B, L, D), the stack's input -> the residual stream after each of ``layers`` Blocks,
+        (B, L, D) each in the order asked (0 = ``x`` itself), never the final norm. Only the Blocks
+        up to the deepest asked run, and nothing of the stack changes: callers may ask at once."""
+        self._check_contexts(contexts)
+        outside = [i for i in layers if not 0 <= i <= len(self.layer_masks)]
+        if outside:
+            raise ValueError(f"layers {outside} outside a stack that runs {len(self.layer_masks)} layers")
+        wanted, states = set(layers), {0: x}
+        for i, (block, context) in enumerate(zip(self.blocks[: max(layers, default=0)], contexts), start=1):
+            x = block(x, context)
+            if i in wanted:
+                states[i] = x
+        return [states[i] for i in layers]
+
+    def _check_contexts(self, contexts: list[AttentionContext]) -> None:
+        if len(contexts) != len(self.layer_masks):
+            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
 
 
 BACKENDS = ("sdpa", "blocks", "flex")

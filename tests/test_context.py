@@ -3,8 +3,6 @@ per-layer stacks against hand-built per-layer loops (full forward and KV-cache d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 import torch
 
@@ -24,15 +22,17 @@ BLOCK = BlockConfig(d_model=16, n_heads=4, d_ff=32, n_kv_heads=2)
 VOCAB, LENGTH = 30, 9
 
 
-@dataclass(eq=False)  # identity equality: two of these are two distinct masks
-class CountingMask:
-    """A causal mask that counts how often it is built."""
+class CountingMask(CausalMask):
+    """A causal mask that counts how often it is built; two of these are two distinct masks."""
 
-    calls: list = field(default_factory=list)
+    __eq__, __hash__ = object.__eq__, object.__hash__  # identity equality
+
+    def __init__(self) -> None:
+        self.calls: list = []
 
     def __call__(self, q_len, k_len, device, key_padding=None, prefix_len=None):
         self.calls.append((q_len, k_len))
-        return CausalMask()(q_len, k_len, device, key_padding, prefix_len)
+        return super().__call__(q_len, k_len, device, key_padding, prefix_len)
 
 
 def lm(mask, n_layers: int = 4) -> Model:
@@ -69,7 +69,7 @@ def test_a_stack_of_one_mask_builds_it_once_and_folds_the_bias_once():
     bias = RelativePositionBias(BLOCK.n_heads, bidirectional=False)
     contexts = Stack(BLOCK, 4, mask).contexts(5, torch.device("cpu"), bias=bias)
     assert len(mask.calls) == 1 and all(c is contexts[0] for c in contexts)
-    folded = contexts[0].mask
+    folded = contexts[0].attn_mask
     assert folded.dtype == torch.float32 and not contexts[0].is_causal  # SDPA: one additive mask
     table = bias(5, 5, 0)
     assert torch.equal(folded, table.masked_fill(~causal_mask(5, 5), float("-inf")))
@@ -88,7 +88,7 @@ def by_hand(net: Model, tokens, masks: list[torch.Tensor]) -> torch.Tensor:
     x = net.embedder(tokens)
     rope = net.rope(tokens.shape[1])
     for block, mask in zip(net.stack.blocks, masks):
-        x = block(x, AttentionContext(mask=mask, rope=rope))
+        x = block(x, AttentionContext(attn_mask=mask, rope=rope))
     return net.head(net.stack.norm(x))
 
 
@@ -139,7 +139,7 @@ def test_encoder_pattern_with_a_relative_bias_equals_explicit_additive_masks():
                                                                                 float("-inf"))
     x = net.encoder.embedder(tokens)
     for block, mask in zip(net.encoder.blocks, [everyone, causal, everyone, causal]):
-        x = block(x, AttentionContext(mask=mask))
+        x = block(x, AttentionContext(attn_mask=mask))
     assert_matches(net.encode(tokens, padding), net.encoder.stack.norm(x), what="encoder pattern with relative bias")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,11 @@ from test_tower import _llava
 from zoo.cli.commands import call
 from zoo.convert import bert, gpt2, t5
 from zoo.convert.common import compose_config
+from zoo.models.model import Model
+from zoo.nn.block import BlockConfig
+from zoo.nn.embedders import TokenEmbedder
+from zoo.nn.heads import LMHead
+from zoo.nn.masks import CausalMask
 from zoo.train.checkpoint import tokenizer_of
 from zoo.train.run import objective
 
@@ -121,6 +127,47 @@ def test_a_layer_outside_the_tower_names_its_depth():
                                                             n_head=2)))
     with pytest.raises(ValueError, match=r"layer=5: the decoder tower has 2 layers; give 0..2"):
         net.features(torch.zeros(1, 4, dtype=torch.long), layer=5)
+
+
+def settings_of(net: torch.nn.Module) -> dict:
+    """Every module's own attributes (its read point, masks, flags), as text."""
+    return {name: {k: repr(v) for k, v in vars(m).items() if not k.startswith("_")} for name, m in net.named_modules()}
+
+
+@torch.no_grad()
+def test_two_callers_read_one_model_at_different_layers_at_once():
+    """Two threads inside ``features`` at the same time (both past their start before either runs a
+    Block), asking for different layers: each gets its own layer, and the model is as it was."""
+    torch.manual_seed(0)
+    block = BlockConfig(d_model=16, n_heads=2, d_ff=32)
+    net = randomise(Model(TokenEmbedder(20, 16, max_len=8), CausalMask(), block, 3, LMHead(16, 20), context=8)).eval()
+    ids = torch.randint(0, 20, (2, 6))
+    x = net.embedder(ids)
+    want = {0: x}
+    for i, (layer, context) in enumerate(zip(net.blocks, net.stack.contexts(6, ids.device)), start=1):
+        x = want[i] = layer(x, context)
+    weights = {k: v.clone() for k, v in net.state_dict().items()}
+    settings = settings_of(net)
+    barrier, got = threading.Barrier(2, timeout=20), {}
+
+    def meet(*_) -> None:  # each caller waits here, before the embedder, until the other is here too
+        barrier.wait()
+
+    handle = net.embedder.register_forward_pre_hook(meet)
+    threads = [threading.Thread(target=lambda i=i: got.setdefault(i, net.features(ids, layer=i))) for i in (1, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    handle.remove()
+    assert sorted(got) == [1, 3]
+    for i in (1, 3):
+        assert_matches(got[i], want[i], what=f"layer {i} read beside another caller")
+    assert settings_of(net) == settings
+    assert all(torch.equal(v, weights[k]) for k, v in net.state_dict().items())
+    assert_matches(net.features(ids, layer=2), want[2], what="layer 2 afterwards")
+    for i, states in zip((3, 0, 1), net.intermediates(ids, [3, 0, 1])):  # several layers, in the order asked
+        assert_matches(states, want[i], what=f"intermediates: layer {i}")
 
 
 # ---------------------------------------------------------------- zoo embed

@@ -9,14 +9,14 @@ import torch
 from exactness import assert_matches
 from zoo.nn import flex
 from zoo.nn.attention import attention
-from zoo.nn.masks import CausalMask, LocalMask
+from zoo.nn.masks import CausalMask, LocalMask, NoMask
 from zoo.nn.sparse import StridedMask
 
 pytestmark = pytest.mark.skipif(not flex.available(), reason="this torch has no FlexAttention")
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("mask", [CausalMask(), LocalMask(20), StridedMask(16)], ids=repr)
+@pytest.mark.parametrize("mask", [NoMask(), CausalMask(), LocalMask(20), StridedMask(16)], ids=repr)
 def test_flex_equals_dense_sdpa(mask):
     torch.manual_seed(0)
     length = 128

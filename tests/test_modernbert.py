@@ -77,8 +77,8 @@ def test_modernbert_preset_tiles_its_pattern_and_has_the_paper_shape():
     assert net.mask.masks[1].window < net.context and not net.first_attn_norm
     base = compose_config(["model=modernbert_base"]).model.net
     assert (base.n_layers, base.block.d_model, base.mask.masks[1].window, base.context) == (22, 768, 128, 8192)
-    from zoo.nn.masks import per_layer, PerLayer
-    kinds = per_layer(PerLayer(["g", "l", "l"]), base.n_layers)  # 22 layers: global at 0, 3, ..., 21
+    from zoo.nn.masks import tile
+    kinds = tile(["g", "l", "l"], base.n_layers)  # 22 layers: global at 0, 3, ..., 21
     assert [i for i, k in enumerate(kinds) if k == "g"] == list(range(0, 22, 3))
 
 

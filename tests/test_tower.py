@@ -1,7 +1,10 @@
 """Towers: containers name them, a tower read at an inner layer keeps only the layers it reads,
-old state-dict layouts still load, and the audio embedder reports its own output padding."""
+old state-dict layouts still load, the audio embedder reports its own output padding, and a
+layer that lacks a norm is built without it from per-layer data."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,11 +14,12 @@ from zoo.cli.describe import build
 from zoo.convert.common import build_net, load_mapped
 from zoo.models.encoder_decoder import FORMER_KEYS, EncoderDecoder
 from zoo.models.model import Model
-from zoo.nn.block import BlockConfig
+from zoo.nn.block import Block, BlockConfig
 from zoo.nn.embedders import AudioEmbedder, PatchEmbedder, TokenEmbedder
 from zoo.nn.heads import LMHead
 from zoo.nn.masks import NoMask
 from zoo.nn.relative_bias import RelativePositionBias
+from zoo.nn.stack import Stack
 from zoo.nn.vision_towers import VisionTower
 
 LLAVA_DIMS = {"vocab_size": 40, "image_token_id": 3, "prompt": "<image>", "metric": "exact_match"}
@@ -119,3 +123,14 @@ def test_audio_embedder_reports_the_padding_of_its_output(frames):
     for row, n in zip(padding, frames):  # the real vectors are those the conv makes from the real frames
         assert row.sum() == embedder(torch.zeros(1, 4, n)).shape[1] and row[: int(row.sum())].all()
     assert embedder.max_frames == 32 and embedder(torch.zeros(1, 4, embedder.max_frames)).shape[1] == 16
+
+
+def test_a_layer_without_its_attention_norm_is_built_so_from_per_layer_data():
+    block = BlockConfig(d_model=8, n_heads=2, d_ff=16)
+    assert isinstance(Block(block, attn_norm=False).attn_norm, torch.nn.Identity)  # built so, not swapped after
+    stack = Stack(block, 3, first_attn_norm=False)
+    assert stack.attn_norms == [False, True, True]
+    assert [isinstance(b.attn_norm, torch.nn.Identity) for b in stack.blocks] == [True, False, False]
+    assert not any(k.startswith("blocks.0.attn_norm") for k in stack.state_dict())
+    with pytest.raises(ValueError, match=r"without its attention norm \(first_attn_norm=false\) needs pre-LN"):
+        Stack(replace(block, prenorm=False), 2, first_attn_norm=False)

@@ -57,7 +57,6 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.heads.ClassifierHead",
     "zoo.nn.detection.DetectionHead",
     "zoo.nn.masks.NoMask",
-    "zoo.nn.masks.PaddingMask",
     "zoo.nn.masks.CausalMask",
     "zoo.nn.masks.PrefixLMMask",
     "zoo.nn.masks.LocalMask",

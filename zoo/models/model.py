@@ -16,7 +16,6 @@ from zoo.models.features import tower_features
 from zoo.train.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
-from zoo.nn.masks import Mask
 from zoo.nn.positions import rotary_tables
 from zoo.nn.tower import Tower, drop_unread_layers, towers_of
 
@@ -87,12 +86,11 @@ class Model(Tower):
         rope = rotary_tables(block.d_head, context, rotary_base, n_layers) if rotary else None
         super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias,
                          attention_backend=attention_backend, first_attn_norm=first_attn_norm)
-        self.name = "decoder" if all(getattr(m, "causal", False) for m in self.layer_masks) else "encoder"
+        self.name = "decoder" if all(m.causal for m in self.layer_masks) else "encoder"
         self.mask, self.head = mask, head
         self.context, self.n_layers = context, n_layers
         for layer_mask in self.layer_masks:
-            if isinstance(layer_mask, Mask):
-                layer_mask.check_context(context)
+            layer_mask.check_context(context)
         init_weights([embedder, head, self.stack] + ([] if bias is None else [bias]), init_std, n_layers)
         if tie_embeddings:
             head.tie(embedder.tokens)
@@ -135,7 +133,7 @@ class Model(Tower):
 
     def new_cache(self) -> KVCache:
         """An empty cache; layers whose mask sees only the latest keys get a rolling buffer."""
-        return KVCache(self.n_layers, [getattr(m, "cache_keep", None) for m in self.layer_masks])
+        return KVCache(self.n_layers, [m.cache_keep for m in self.layer_masks])
 
     def num_params(self, embedding: bool = True) -> int:
         """Parameter count; ``embedding=False`` leaves out the embedder (as GPT-2 papers do)."""

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.nn.blocked import blocked_attention
+from zoo.nn.blocked import Band, blocked_attention
 from zoo.nn.cache import LayerCache
 from zoo.nn.context import AttentionContext
 from zoo.nn.flex import flex
@@ -142,11 +142,11 @@ class MultiHeadAttention(nn.Module):
                 else:
                     k, v = cache.append(k, v)
         dropout = self.dropout if self.training else 0.0
-        if context.blocks is not None and not self.keep_weights:
-            out, weights = blocked_attention(q, k, v, context.blocks, context.key_padding, lambda q_, k_, v_, m: attention(
+        if isinstance(context.plan, (list, Band)) and not self.keep_weights:  # the block backend's plan
+            out, weights = blocked_attention(q, k, v, context.plan, context.key_padding, lambda q_, k_, v_, m: attention(
                 q_, k_, v_, mask=m, scale=self.scale, dropout=dropout)[0]), None
-        elif context.flex_mask is not None and not self.keep_weights:
-            out, weights = flex(q, k, v, context.flex_mask, self.scale), None
+        elif context.plan is not None and not self.keep_weights:  # FlexAttention's BlockMask
+            out, weights = flex(q, k, v, context.plan, self.scale), None
         else:
             mask, is_causal = context.dense(q.shape[2], k.shape[2], q.device)
             if mask is not None and mask.shape[-1] > k.shape[2]:

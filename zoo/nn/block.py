@@ -62,10 +62,20 @@ class Block(nn.Module):
     The one layer of every family (docs/design.md: the knobs and the families table).
     Who sees whom, and where positions act inside attention, is not decided here: it
     arrives in the forward's :class:`~zoo.nn.context.AttentionContext`.
+
+    Args:
+        cfg: the shape and knobs, shared by every layer of a stack.
+        cross_attention: a cross-attention sublayer (the decoders of encoder-decoders).
+        attn_norm: this layer's per-layer data, given by its stack at construction: ``False``,
+            its attention reads ``x`` as it is, with no norm of its own (ModernBERT's first
+            layer, whose input the embedder's norm has normed already); pre-LN only.
     """
 
-    def __init__(self, cfg: BlockConfig, cross_attention: bool = False):
+    def __init__(self, cfg: BlockConfig, cross_attention: bool = False, attn_norm: bool = True):
         super().__init__()
+        if not attn_norm and not cfg.prenorm:
+            raise ValueError("a Block without its attention norm (first_attn_norm=false) needs pre-LN Blocks "
+                             "(block.prenorm=true): a post-LN Block's norm is its output's")
         self.prenorm = cfg.prenorm
 
         def attn() -> MultiHeadAttention:
@@ -77,7 +87,7 @@ class Block(nn.Module):
         def norm() -> nn.Module:
             return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
 
-        self.attn, self.attn_norm = attn(), norm()
+        self.attn, self.attn_norm = attn(), norm() if attn_norm else nn.Identity()
         self.cross_attn = attn() if cross_attention else None
         self.cross_norm = norm() if cross_attention else None
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated, cfg.bias_ffn, cfg.ffn_dropout)

@@ -9,9 +9,9 @@ and SDPA runs on the rest with the small mask of that block. The result is the d
 (the same scores, the same softmax over the same keys); the cost follows the visible blocks.
 A CPU path of its own: FlexAttention has no backward on CPU.
 
-A mask takes part if it says its cells (``zoo.nn.masks``: NoMask, CausalMask, LocalMask,
-GridWindowMask; ``zoo.nn.sparse``: StridedMask, FixedMask); masks that depend on the batch
-(PrefixLMMask) or weigh keys (BigBirdMask) do not.
+A mask takes part if it says its cells (``Mask.has_cells``; ``zoo.nn.masks``: NoMask, CausalMask,
+LocalMask, GridWindowMask; ``zoo.nn.sparse``: StridedMask, FixedMask); masks that depend on the
+batch (PrefixLMMask) or weigh keys (BigBirdMask) have none.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from zoo.nn.masks import Mask
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,15 +48,16 @@ class Band:
     cells: Tensor
 
 
-def plan(mask, q_len: int, k_len: int, device: torch.device, size: int = 128) -> list[QueryBlock] | Band:
+def plan(mask: Mask, q_len: int, k_len: int, device: torch.device, size: int = 128) -> list[QueryBlock] | Band:
     """The blocks of ``q_len`` queries (the last of ``k_len`` positions) under ``mask``: a
     :class:`Band` when the mask is one (``mask.band``) and there is no cache, else a list of
     :class:`QueryBlock`."""
-    if not hasattr(mask, "cells"):
+    if not mask.has_cells:
         raise ValueError(f"the block attention backend needs a mask that says its cells; {mask!r} does not "
                          f"(use attention_backend=sdpa)")
-    if hasattr(mask, "band") and q_len == k_len:
-        before, after = mask.band(size)
+    band = mask.band(size) if q_len == k_len else None
+    if band is not None:
+        before, after = band
         n_blocks = -(-q_len // size)
         query = torch.arange(n_blocks * size, device=device).view(n_blocks, size, 1)
         key = ((torch.arange(n_blocks, device=device) - before) * size)[:, None, None] + torch.arange(
@@ -64,7 +67,7 @@ def plan(mask, q_len: int, k_len: int, device: torch.device, size: int = 128) ->
     start, blocks = k_len - q_len, []
     for lo in range(0, q_len, size):
         hi = min(lo + size, q_len)
-        k_lo, k_hi = mask.key_span(start + lo, start + hi, k_len) if hasattr(mask, "key_span") else (0, k_len)
+        k_lo, k_hi = mask.key_span(start + lo, start + hi, k_len)
         query = torch.arange(start + lo, start + hi, device=device)[:, None]
         key = torch.arange(k_lo, k_hi, device=device)[None, :]
         cells = mask.cells(query, key, k_len)
@@ -101,15 +104,15 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, band: Band, key_padding: T
     return out.flatten(2, 3)[:, :, :length]
 
 
-def blocked_attention(q: Tensor, k: Tensor, v: Tensor, blocks: list[QueryBlock] | Band,
+def blocked_attention(q: Tensor, k: Tensor, v: Tensor, plan: list[QueryBlock] | Band,
                       key_padding: Tensor | None, attend) -> Tensor:
     """q (B, H, Lq, Dh), k/v (B, Hkv, Lk, Dh) -> (B, H, Lq, Dh), block by block. ``attend`` is
     the layer's own attention function ``(q, k, v, mask) -> out`` (grouped-query heads, scale,
     dropout); key_padding (B, Lk) True at real keys."""
-    if isinstance(blocks, Band):
-        return banded_attention(q, k, v, blocks, key_padding, attend)
+    if isinstance(plan, Band):
+        return banded_attention(q, k, v, plan, key_padding, attend)
     outs = []
-    for block in blocks:
+    for block in plan:
         mask = block.cells
         if key_padding is not None:
             padding = key_padding[:, block.keys][:, None, None, :]

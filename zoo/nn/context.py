@@ -11,13 +11,17 @@ attention layer only reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from zoo.nn.blocked import plan
+from zoo.nn.blocked import Band, QueryBlock, plan
 from zoo.nn.flex import block_mask
-from zoo.nn.masks import causal_mask, padding_mask
+from zoo.nn.masks import Mask, causal_mask, padding_mask
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 
 def fold_into_bias(bias: Tensor, mask: Tensor | None, is_causal: bool, q_len: int, k_len: int) -> Tensor:
@@ -34,56 +38,53 @@ class AttentionContext:
     """What one attention layer reads besides ``x``, folded for SDPA.
 
     Attributes:
-        mask: None, bool (True = may attend) or additive float (a bias, -inf where
-            hidden), broadcastable to (B, H, Lq, Lk).
-        is_causal: SDPA's fused causal kernel (then ``mask`` is None).
+        attn_mask: SDPA's ``attn_mask``: None, bool (True = may attend) or additive float (a
+            bias, -inf where hidden), broadcastable to (B, H, Lq, Lk).
+        is_causal: SDPA's fused causal kernel (then ``attn_mask`` is None).
         rope: rotary (cos, sin), each (Lq, Dh), applied to queries and keys.
         memory: (B, S, D), set for cross-attention: keys and values come from it.
         cross: the context of a Block's cross-attention (memory and its mask), None
             for stacks without one.
-        blocks: the block backend's plan (``zoo.nn.blocked``): attention runs block by block
-            over the keys each block of queries sees; then ``mask`` is unused.
-        flex_mask: the FlexAttention backend's ``BlockMask`` (``zoo.nn.flex``).
-        key_padding: (B, Lk) True at real keys, for the block backend.
-        mask_fn: the mask object the block and flex plans came from: the inspection path
-            (attention maps) builds the dense mask from it.
+        plan: the attention backend's plan, when it skips what the mask hides: the block
+            backend's query blocks or band (``zoo.nn.blocked``), or FlexAttention's
+            ``BlockMask`` (``zoo.nn.flex``); then ``attn_mask`` is unused.
+        key_padding: (B, Lk) True at real keys, beside a ``plan``.
+        mask: the mask (``zoo.nn.masks``) the plan came from: the inspection path (attention
+            maps) builds the dense mask from it.
     """
 
-    mask: Tensor | None = None
+    attn_mask: Tensor | None = None
     is_causal: bool = False
     rope: tuple[Tensor, Tensor] | None = None
     memory: Tensor | None = None
     cross: AttentionContext | None = None
-    blocks: list | None = None
-    flex_mask: object | None = None
+    plan: list[QueryBlock] | Band | BlockMask | None = None
     key_padding: Tensor | None = None
-    mask_fn: object | None = None
+    mask: Mask | None = None
 
     @classmethod
-    def build(cls, mask_fn, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+    def build(cls, mask: Mask, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
               prefix_len: Tensor | None = None, bias: Tensor | None = None, rope: tuple[Tensor, Tensor] | None = None,
               cross: AttentionContext | None = None, backend: str = "sdpa") -> AttentionContext:
-        """Self-attention of ``q_len`` new queries over ``k_len`` keys under the mask object
-        ``mask_fn`` (``zoo.nn.masks``); key_padding (B, k_len) True at real keys; bias
+        """Self-attention of ``q_len`` new queries over ``k_len`` keys under ``mask``
+        (``zoo.nn.masks``); key_padding (B, k_len) True at real keys; bias
         (1|B, H, q_len, k_len) additive, folded here with the mask. ``backend``: ``sdpa``
         (a dense mask), ``blocks`` or ``flex`` (skip what the mask hides; a few new queries
         over a cache take the dense path, which is cheap then)."""
         if backend != "sdpa" and q_len == k_len:
-            if backend == "blocks":
-                return cls(rope=rope, cross=cross, blocks=plan(mask_fn, q_len, k_len, device, mask_fn.attention_block),
-                           key_padding=key_padding, mask_fn=mask_fn)
-            return cls(rope=rope, cross=cross, flex_mask=block_mask(mask_fn, q_len, k_len, device, key_padding),
-                       key_padding=key_padding, mask_fn=mask_fn)
-        mask, is_causal = mask_fn(q_len, k_len, device, key_padding, prefix_len)
+            backend_plan = (plan(mask, q_len, k_len, device, mask.attention_block) if backend == "blocks"
+                            else block_mask(mask, q_len, k_len, device, key_padding))
+            return cls(rope=rope, cross=cross, plan=backend_plan, key_padding=key_padding, mask=mask)
+        attn_mask, is_causal = mask(q_len, k_len, device, key_padding, prefix_len)
         if bias is not None:
-            mask, is_causal = fold_into_bias(bias, mask, is_causal, q_len, k_len), False
-        return cls(mask, is_causal, rope, cross=cross)
+            attn_mask, is_causal = fold_into_bias(bias, attn_mask, is_causal, q_len, k_len), False
+        return cls(attn_mask, is_causal, rope, cross=cross)
 
     def dense(self, q_len: int, k_len: int, device: torch.device) -> tuple[Tensor | None, bool]:
-        """(mask, is_causal) of the dense path, also for a context built for another backend."""
-        if self.mask_fn is None:
-            return self.mask, self.is_causal
-        return self.mask_fn(q_len, k_len, device, self.key_padding)
+        """(attn_mask, is_causal) of the dense path, also for a context built for another backend."""
+        if self.plan is None:
+            return self.attn_mask, self.is_causal
+        return self.mask(q_len, k_len, device, self.key_padding)
 
     @classmethod
     def over(cls, memory: Tensor, memory_padding: Tensor | None = None) -> AttentionContext:

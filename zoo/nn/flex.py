@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from zoo.nn.masks import Mask
+
 
 def available() -> bool:
     """Whether this torch has FlexAttention."""
@@ -19,12 +21,12 @@ def available() -> bool:
     return True
 
 
-def block_mask(mask, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None):
+def block_mask(mask: Mask, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None):
     """A FlexAttention ``BlockMask`` of ``mask`` for ``q_len`` queries (the last of ``k_len``
     positions); key_padding (B, k_len) True at real keys."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    if not hasattr(mask, "cells"):
+    if not mask.has_cells:
         raise ValueError(f"the flex attention backend needs a mask that says its cells; {mask!r} does not "
                          f"(use attention_backend=sdpa)")
     start = k_len - q_len

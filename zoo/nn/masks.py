@@ -1,10 +1,13 @@
 """Attention masks: who may see whom. Boolean, True = may attend.
 
-The functions build mask tensors; the ``*Mask`` classes are what a model
-config picks. A mask class is called with the query and key lengths (and the
-padding of the keys, when the batch has any) and returns what
-``attention`` takes: ``(mask or None, is_causal)``. A plain causal mask with no
-padding returns ``(None, True)`` so that the fused causal kernels run.
+The ``*Mask`` classes are what a model config picks. Every one keeps the contract of
+:class:`Mask`: it declares whether it says its cells (who sees whom, from the positions
+alone: what the block and FlexAttention backends run) or has none (it depends on the
+batch, or weighs keys: SDPA only), and the base class builds the dense mask and the
+padding from that, once for every mask. Called with the query and key lengths (and the
+padding of the keys, when the batch has any) a mask returns what ``attention`` takes:
+``(mask or None, is_causal)``. A plain causal mask with no padding returns
+``(None, True)`` so that the fused causal kernels run.
 
 Masks compare by value (:class:`Mask`): two masks with the same settings are equal,
 so a stack whose layers differ (:func:`per_layer`) builds one attention context per
@@ -14,6 +17,7 @@ distinct mask, not per layer.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -36,18 +40,52 @@ def prefix_lm_mask(prefix_len: Tensor, length: int) -> Tensor:
     return (causal_mask(length, length, prefix_len.device)[None] | in_prefix)[:, None]
 
 
-def _and(a: Tensor | None, b: Tensor | None) -> Tensor | None:
-    if a is None:
-        return b
-    return a if b is None else a & b
+def with_padding(mask: Tensor | None, key_padding: Tensor | None) -> Tensor | None:
+    """``mask`` (None, bool (.., Lq, Lk) True = may attend, or additive float, -inf where hidden)
+    with the padded keys hidden too; key_padding (B, Lk) True at real keys."""
+    if key_padding is None:
+        return mask
+    padding = padding_mask(key_padding)
+    if mask is None:
+        return padding
+    return mask.masked_fill(~padding, float("-inf")) if mask.is_floating_point() else mask & padding
+
+
+def positions(q_len: int, k_len: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """(q_len, 1) absolute query positions (the last q_len of k_len) and (1, k_len) key positions."""
+    return torch.arange(k_len - q_len, k_len, device=device)[:, None], torch.arange(k_len, device=device)[None, :]
 
 
 class Mask:
-    """What every mask class shares: equality and hashing by type and settings (its attributes).
+    """The contract every mask keeps, and equality and hashing by type and settings (its attributes).
+
+    A mask declares how it says who sees whom (``has_cells``):
+
+    - ``True``: by its **cells**, from absolute positions alone (:meth:`cells`); the block and
+      FlexAttention backends run it, narrowed by :meth:`key_span` and :meth:`band`.
+    - ``False``: it has no cells (it depends on the batch, as a prefix-LM does, or weighs keys,
+      as BigBird does) and builds its :meth:`dense` mask itself; it runs under SDPA only.
+
+    :meth:`__call__`, here once for every mask, builds the dense mask and the padding from that.
+    A subclass is refused at its definition if it declares cells and defines none, or no
+    cells and no dense mask.
 
     Plain classes, not dataclasses, on purpose: OmegaConf turns a dataclass instance inside a
     config list (a :class:`PerLayer` pattern) back into a config object, which is not callable
     (and compares equal to the dataclass, hiding the mistake)."""
+
+    has_cells: ClassVar[bool] = True
+    cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
+    attention_block: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
+    picture_length: int = 8  # positions a picture of the mask needs to show it (zoo.viz.mask_pictures)
+    causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.has_cells and cls.cells is Mask.cells:
+            raise TypeError(f"{cls.__name__} declares has_cells but defines no cells(query, key, k_len)")
+        if not cls.has_cells and cls.dense is Mask.dense:
+            raise TypeError(f"{cls.__name__} has no cells, so it must define its dense(q_len, k_len, device, ...)")
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and vars(self) == vars(other)
@@ -55,10 +93,38 @@ class Mask:
     def __hash__(self) -> int:
         return hash((type(self), tuple(sorted(vars(self).items()))))
 
-    cache_keep: int | None = None  # the latest keys a later query can see (None: all; LocalMask: w - 1)
-    attention_block: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
-    picture_length: int = 8  # positions a picture of the mask needs to show it (zoo.viz.mask_pictures)
-    causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
+    def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
+        """Who sees whom among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)
+        of ``k_len``: (Lq, Lk) bool, broadcasting as the positions do (FlexAttention calls it
+        on scalars). Only masks with ``has_cells``."""
+        raise TypeError(f"{self!r} has no cells (it depends on the batch or weighs keys)")
+
+    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
+        """The keys [lo, hi) that queries q_lo..q_hi-1 may see, at most (the block backend)."""
+        return 0, k_len
+
+    def band(self, size: int) -> tuple[int, int] | None:
+        """A sliding window's key blocks of ``size`` before and after a query block's own (the
+        block backend then runs every block in one call), or None: not a band."""
+        return None
+
+    def fused_causal(self, q_len: int, k_len: int, prefix_len: Tensor | None) -> bool:
+        """Whether, with no padding, this is SDPA's plain causal mask (its fused kernel runs)."""
+        return False
+
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor | None:
+        """The mask of ``q_len`` queries (the last of ``k_len`` positions), padding aside:
+        (q_len, k_len) bool or broadcastable to (B, H, q_len, k_len) (bool, or additive float),
+        None when it hides nothing. By default the cells over the positions."""
+        return self.cells(*positions(q_len, k_len, device), k_len)
+
+    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
+                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+        """(mask or None, is_causal) for ``attention``: :meth:`dense` with the padded keys hidden
+        (key_padding (B, k_len) True at real keys); prefix_len (B,): prefix-LM masks."""
+        if key_padding is None and self.fused_causal(q_len, k_len, prefix_len):
+            return None, True
+        return with_padding(self.dense(q_len, k_len, device, prefix_len), key_padding), False
 
     def check_context(self, context: int) -> None:
         """Refuse settings that make no sense for a model of ``context`` positions (a start-up error)."""
@@ -71,19 +137,10 @@ class NoMask(Mask):
     """Everyone sees everyone, except padding (ViT, BERT, encoders)."""
 
     def cells(self, query: Tensor, key: Tensor, k_len: int) -> Tensor:
-        """Who sees whom among the absolute positions ``query`` (Lq, 1) and ``key`` (1, Lk)."""
-        return torch.ones(query.shape[0], key.shape[1], dtype=torch.bool, device=query.device)
+        return torch.ones_like(query - key, dtype=torch.bool)
 
-    def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
-        """The keys [lo, hi) that queries q_lo..q_hi-1 may see, at most (the block backend)."""
-        return 0, k_len
-
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        return (None if key_padding is None else padding_mask(key_padding)), False
-
-
-PaddingMask = NoMask  # the bidirectional mask: it only ever hides padding
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> None:
+        return None  # it hides nothing but padding
 
 
 class CausalMask(Mask):
@@ -97,30 +154,27 @@ class CausalMask(Mask):
     def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
         return 0, q_hi
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        if key_padding is None and q_len == k_len:
-            return None, True  # let SDPA use its fused causal kernel
-        mask = None if q_len == 1 else causal_mask(q_len, k_len, device)  # one new token sees everything
-        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
+    def fused_causal(self, q_len: int, k_len: int, prefix_len: Tensor | None) -> bool:
+        return q_len == k_len
+
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor | None:
+        return None if q_len == 1 else causal_mask(q_len, k_len, device)  # one new token sees everything
 
 
 class PrefixLMMask(Mask):
-    """Bidirectional over a prefix (image + prompt), causal over the rest."""
+    """Bidirectional over a prefix (image + prompt), causal over the rest. Its cells depend on
+    each row's prefix length: it has none."""
 
+    has_cells = False
     causal = True  # the positions after the prefix, which it generates
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+    def fused_causal(self, q_len: int, k_len: int, prefix_len: Tensor | None) -> bool:
+        return prefix_len is None and q_len == k_len
+
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor | None:
         if prefix_len is None or q_len != k_len:  # no prefix, or decoding after the prefix
-            return CausalMask()(q_len, k_len, device, key_padding)
-        mask = prefix_lm_mask(prefix_len, k_len)
-        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
-
-
-def positions(q_len: int, k_len: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
-    """(q_len, 1) absolute query positions (the last q_len of k_len) and (1, k_len) key positions."""
-    return torch.arange(k_len - q_len, k_len, device=device)[:, None], torch.arange(k_len, device=device)[None, :]
+            return CausalMask().dense(q_len, k_len, device)
+        return prefix_lm_mask(prefix_len, k_len)
 
 
 def local_cells(query: Tensor, key: Tensor, window: int, causal: bool) -> Tensor:
@@ -128,11 +182,6 @@ def local_cells(query: Tensor, key: Tensor, window: int, causal: bool) -> Tensor
     if causal:
         return (key <= query) & (key > query - window)
     return (key - query).abs() <= window // 2
-
-
-def local_mask(q_len: int, k_len: int, window: int, causal: bool, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): the sliding window of :class:`LocalMask` for the last q_len of k_len positions."""
-    return local_cells(*positions(q_len, k_len, device), window, causal)
 
 
 class LocalMask(Mask):
@@ -171,7 +220,6 @@ class LocalMask(Mask):
         return 2 * self.window
 
     def band(self, size: int) -> tuple[int, int]:
-        """The key blocks of ``size`` before and after its own that a block of queries may see."""
         reach = self.window - 1 if self.causal else self.window // 2
         return -(-reach // size), 0 if self.causal else -(-reach // size)
 
@@ -188,11 +236,6 @@ class LocalMask(Mask):
             return max(0, q_lo - self.window + 1), q_hi
         return max(0, q_lo - self.window // 2), min(k_len, q_hi + self.window // 2)
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        mask = local_mask(q_len, k_len, self.window, self.causal, device)
-        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
-
 
 def grid_cells(query: Tensor, key: Tensor, side: int, window: int) -> Tensor:
     """Patches of a side x side grid (row-major positions ``query`` (Lq, 1), ``key`` (1, Lk)) see
@@ -201,11 +244,6 @@ def grid_cells(query: Tensor, key: Tensor, side: int, window: int) -> Tensor:
         return (pos // side // window) * side + pos % side // window  # (tile row, tile column) as one id
 
     return tile(query) == tile(key)
-
-
-def grid_window_mask(side: int, window: int, device: torch.device | str | None = None) -> Tensor:
-    """(side^2, side^2): :func:`grid_cells` over the whole grid."""
-    return grid_cells(*positions(side * side, side * side, device), side, window)
 
 
 class GridWindowMask(Mask):
@@ -236,10 +274,9 @@ class GridWindowMask(Mask):
             raise ValueError(f"GridWindowMask window={self.window} does not divide the {side}x{side} patch grid")
         return side
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        mask = grid_window_mask(self._side(q_len, k_len), self.window, device)
-        return _and(mask, None if key_padding is None else padding_mask(key_padding)), False
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor:
+        self._side(q_len, k_len)  # refuse queries over other keys before building anything
+        return super().dense(q_len, k_len, device)
 
 
 class PerLayer(Mask):
@@ -252,10 +289,15 @@ class PerLayer(Mask):
           masks: [{_target_: zoo.nn.masks.CausalMask}, {_target_: zoo.nn.masks.NoMask}]
     """
 
+    has_cells = False  # a pattern, not one layer's mask: per_layer() gives each layer its own
+
     def __init__(self, masks) -> None:
         self.masks = tuple(masks)  # a config's list: hashable
         if not self.masks:
             raise ValueError("PerLayer needs at least one mask")
+
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor:
+        raise TypeError(f"{self!r} is a pattern of masks, not one layer's: per_layer() gives each layer its own")
 
 
 def tile(pattern, n_layers: int, what: str = "mask") -> list:
@@ -270,7 +312,12 @@ def tile(pattern, n_layers: int, what: str = "mask") -> list:
     return [pattern[i % len(pattern)] for i in range(n_layers)]
 
 
-def per_layer(mask, n_layers: int) -> list:
+def per_layer(mask: Mask, n_layers: int) -> list[Mask]:
     """The mask of each of ``n_layers`` layers: ``mask`` for all, or a :class:`PerLayer`
-    pattern tiled over them (:func:`tile`)."""
-    return tile(mask.masks, n_layers) if isinstance(mask, PerLayer) else [mask] * n_layers
+    pattern tiled over them (:func:`tile`). Each must keep the :class:`Mask` contract."""
+    layers = tile(mask.masks, n_layers) if isinstance(mask, PerLayer) else [mask] * n_layers
+    for layer in layers:
+        if not isinstance(layer, Mask) or isinstance(layer, PerLayer):
+            raise TypeError(f"a layer's mask {layer!r} is not one of zoo.nn.masks' or zoo.nn.sparse's masks "
+                            f"(a Mask, not a PerLayer pattern inside another)")
+    return layers

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.nn.masks import Mask, padding_mask, positions
+from zoo.nn.masks import Mask
 
 
 def strided_cells(query: Tensor, key: Tensor, stride: int) -> Tensor:
@@ -35,16 +35,6 @@ def fixed_cells(query: Tensor, key: Tensor, stride: int, summary: int) -> Tensor
     same_block = key // stride == query // stride
     summarises = key % stride >= stride - summary
     return (key <= query) & (same_block | summarises)
-
-
-def strided_mask(q_len: int, k_len: int, stride: int, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): :class:`StridedMask` for the last q_len of k_len positions."""
-    return strided_cells(*positions(q_len, k_len, device), stride)
-
-
-def fixed_mask(q_len: int, k_len: int, stride: int, summary: int, device: torch.device | str | None = None) -> Tensor:
-    """(q_len, k_len): :class:`FixedMask` for the last q_len of k_len positions."""
-    return fixed_cells(*positions(q_len, k_len, device), stride, summary)
 
 
 def _check_int(name: str, value, low: int) -> None:
@@ -77,11 +67,6 @@ class StridedMask(Mask):
     def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
         return 0, q_hi
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        mask = strided_mask(q_len, k_len, self.stride, device)
-        return (mask if key_padding is None else mask & padding_mask(key_padding)), False
-
 
 class FixedMask(Mask):
     """The fixed pattern: the query's own block of ``stride`` positions plus the last ``summary``
@@ -111,11 +96,6 @@ class FixedMask(Mask):
 
     def key_span(self, q_lo: int, q_hi: int, k_len: int) -> tuple[int, int]:
         return 0, q_hi
-
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
-        mask = fixed_mask(q_len, k_len, self.stride, self.summary, device)
-        return (mask if key_padding is None else mask & padding_mask(key_padding)), False
 
 
 def bigbird_counts(length: int, block: int, n_random: int, seed: int | None = None,
@@ -159,8 +139,10 @@ class BigBirdMask(Mask):
     returns an additive mask, ``log(n)`` where seen and ``-inf`` where hidden. As in
     ``BigBirdModel``, a sequence not longer than ``(5 + 2 * n_random) * block_size`` positions
     gets full attention (Hugging Face switches the whole model to ``original_full`` then, for
-    good; here each forward decides for itself).
+    good; here each forward decides for itself). Its weights are no cells: it has none.
     """
+
+    has_cells = False
 
     def __init__(self, block_size: int, n_random: int = 3, seed: int | None = None) -> None:
         _check_int("BigBirdMask block_size", block_size, 1)
@@ -182,14 +164,10 @@ class BigBirdMask(Mask):
                              f"to {self.full_up_to} positions, but the model's context={context}: it would never "
                              f"be sparse (give a context > {self.full_up_to}, or smaller blocks)")
 
-    def __call__(self, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
-                 prefix_len: Tensor | None = None) -> tuple[Tensor | None, bool]:
+    def dense(self, q_len: int, k_len: int, device: torch.device, prefix_len: Tensor | None = None) -> Tensor | None:
         if q_len != k_len:
             raise ValueError(f"BigBirdMask is an encoder's mask: {q_len} queries over {k_len} keys (a KV cache) "
                              f"is not supported")
-        padding = None if key_padding is None else padding_mask(key_padding)
         if k_len <= self.full_up_to:
-            return padding, False
-        counts = bigbird_counts(k_len, self.block_size, self.n_random, self.seed, device)
-        bias = counts.float().log()  # log 0 = -inf: hidden
-        return (bias if padding is None else bias.masked_fill(~padding, float("-inf"))), False
+            return None
+        return bigbird_counts(k_len, self.block_size, self.n_random, self.seed, device).float().log()  # log 0: hidden

@@ -8,6 +8,8 @@ the stack (``zoo.nn.tower``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
@@ -15,7 +17,7 @@ from zoo.nn.block import Block, BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
 from zoo.nn.flex import available as flex_available
-from zoo.nn.masks import NoMask, per_layer
+from zoo.nn.masks import Mask, NoMask, per_layer
 from zoo.nn.norms import make_norm
 from zoo.nn.positions import RotaryEmbedding
 
@@ -33,20 +35,20 @@ class Stack(nn.Module):
         attention_backend: how self-attention runs: ``sdpa`` (SDPA under a dense mask),
             ``blocks`` (``zoo.nn.blocked``: only the key blocks the mask lets each block of
             queries see; CPU training) or ``flex`` (``zoo.nn.flex``: FlexAttention; GPU
-            training, inference). The last two need masks that say their cells.
+            training, inference). The last two need masks that say their cells (``Mask.has_cells``).
         first_attn_norm: ``False``: the first Block's attention reads the embedder's output
             as it is, with no norm of its own (ModernBERT: its embedder ends in a norm already).
+
+    What differs by layer is per-layer data, one entry per layer, each Block built from its
+    own: the masks (``layer_masks``), the rotary tables (:meth:`contexts`), and whether the
+    layer's attention has a norm (``attn_norms``).
     """
 
-    def __init__(self, block: BlockConfig, n_layers: int, mask=None, cross_attention: bool = False,
+    def __init__(self, block: BlockConfig, n_layers: int, mask: Mask | None = None, cross_attention: bool = False,
                  final_norm: bool = True, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
-        self.blocks = nn.ModuleList(Block(block, cross_attention) for _ in range(n_layers))
-        if not first_attn_norm:
-            if not block.prenorm:
-                raise ValueError("first_attn_norm=false removes the first Block's pre-attention norm: it needs "
-                                 "pre-LN Blocks (block.prenorm=true), as a post-LN Block's norm is its output's")
-            self.blocks[0].attn_norm = nn.Identity()
+        self.attn_norms = [first_attn_norm or i > 0 for i in range(n_layers)]
+        self.blocks = nn.ModuleList(Block(block, cross_attention, attn_norm) for attn_norm in self.attn_norms)
         self.norm = make_norm(block.norm, block.d_model, block.norm_eps, block.norm_bias) if final_norm else None
         self.layer_masks = per_layer(NoMask() if mask is None else mask, n_layers)
         check_backend(attention_backend, self.layer_masks)
@@ -115,17 +117,35 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
         """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""
-        if len(contexts) != len(self.layer_masks):
-            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
+        self._check_contexts(contexts)
         for i, (block, context) in enumerate(zip(self.blocks, contexts)):  # (a stack read early stops at its layer)
             x = block(x, context, None if cache is None else cache.layers[i])
         return x if self.norm is None or self.n_read is not None else self.norm(x)
+
+    def intermediates(self, x: Tensor, contexts: list[AttentionContext], layers: Sequence[int]) -> list[Tensor]:
+        """x (B, L, D), the stack's input -> the residual stream after each of ``layers`` Blocks,
+        (B, L, D) each in the order asked (0 = ``x`` itself), never the final norm. Only the Blocks
+        up to the deepest asked run, and nothing of the stack changes: callers may ask at once."""
+        self._check_contexts(contexts)
+        outside = [i for i in layers if not 0 <= i <= len(self.layer_masks)]
+        if outside:
+            raise ValueError(f"layers {outside} outside a stack that runs {len(self.layer_masks)} layers")
+        wanted, states = set(layers), {0: x}
+        for i, (block, context) in enumerate(zip(self.blocks[: max(layers, default=0)], contexts), start=1):
+            x = block(x, context)
+            if i in wanted:
+                states[i] = x
+        return [states[i] for i in layers]
+
+    def _check_contexts(self, contexts: list[AttentionContext]) -> None:
+        if len(contexts) != len(self.layer_masks):
+            raise ValueError(f"{len(contexts)} attention contexts for a stack that runs {len(self.layer_masks)} layers")
 
 
 BACKENDS = ("sdpa", "blocks", "flex")
 
 
-def check_backend(backend: str, masks: list) -> None:
+def check_backend(backend: str, masks: list[Mask]) -> None:
     """Refuse, at construction, a backend that is unknown, absent from this torch, or that a
     layer's mask cannot run under (naming the value and the mask)."""
     if backend not in BACKENDS:
@@ -135,7 +155,7 @@ def check_backend(backend: str, masks: list) -> None:
                          f"torch {torch.__version__} does not have: use attention_backend=blocks or sdpa")
     if backend != "sdpa":
         for mask in masks:
-            if not hasattr(mask, "cells"):
+            if not mask.has_cells:
                 raise ValueError(f"attention_backend={backend}: the mask {mask!r} does not say its cells (it depends "
                                  f"on the batch or weighs keys): use attention_backend=sdpa")
 

@@ -12,6 +12,8 @@ of container they hold.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from torch import Tensor, nn
 
 from zoo.nn.block import BlockConfig
@@ -80,10 +82,25 @@ class Tower(nn.Module):
         cache: decode incrementally, ``inputs`` being the new positions only.
         """
         start = 0 if cache is None else cache.length
-        x = self.embedder(inputs, start=start, **embed_kwargs)
-        contexts = self.stack.contexts(x.shape[1], x.device, start, key_padding, prefix_len, self.rope, self.bias,
-                                       cross)
+        x, contexts = self._embedded(inputs, start, key_padding, prefix_len, cross, **embed_kwargs)
         return self.stack(x, contexts, cache)
+
+    def intermediates(self, inputs: Tensor, layers: Sequence[int], key_padding: Tensor | None = None,
+                      prefix_len: Tensor | None = None, cross: AttentionContext | None = None,
+                      **embed_kwargs) -> list[Tensor]:
+        """inputs -> the hidden states (B, L, D) after each of ``layers`` Blocks, in the order asked
+        (0 = the embedder's output; never the final norm), as :meth:`hidden` takes its arguments.
+        The Blocks after the deepest asked do not run, and the tower is not changed (timm's
+        ``forward_intermediates``): one model serves any number of callers at once."""
+        x, contexts = self._embedded(inputs, 0, key_padding, prefix_len, cross, **embed_kwargs)
+        return self.stack.intermediates(x, contexts, layers)
+
+    def _embedded(self, inputs: Tensor, start: int, key_padding: Tensor | None, prefix_len: Tensor | None,
+                  cross: AttentionContext | None, **embed_kwargs) -> tuple[Tensor, list[AttentionContext]]:
+        """The embedder's output (B, L, D) for ``inputs`` after ``start`` positions, and the
+        attention context of every layer that runs."""
+        x = self.embedder(inputs, start=start, **embed_kwargs)
+        return x, self.stack.contexts(x.shape[1], x.device, start, key_padding, prefix_len, self.rope, self.bias, cross)
 
 
 def towers_of(net: nn.Module) -> dict[str, Tower]:

@@ -1,0 +1,263 @@
+"""Fingerprint every CPU-sized model config, to check that a refactor changes no number.
+
+For each ``conf/model/*.yaml`` that builds under ``--max-params`` parameters (with the small
+stand-in dims below), the network is built with a fixed seed, its parameters drawn away from
+their init (``tests/exactness.py``'s ``randomise``), and these are recorded on a fixed batch:
+
+- the eval forward, without padding and (families that take it) with padding;
+- ``features`` at the last state, after layer 1 and at layer -2;
+- cached decoding (a prefix, then one position at a time) for decoders;
+- the inspection path (every attention's ``keep_weights``: the outputs and the weights);
+- the gradients of one train-mode step (dropout on) on a fixed scalar of the outputs (as hashes);
+- the same under ``attention_backend=blocks`` (and, inference only, ``flex``) where the masks allow.
+
+    python tools/fingerprint.py --save /tmp/fp_before.pt
+    python tools/fingerprint.py --compare /tmp/fp_before.pt     # exit 1 on any difference
+
+Bit-identical means ``torch.equal``: a refactor that only moves code keeps every entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import open_dict
+from torch import Tensor, nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's zoo, not an installed one
+
+from exactness import randomise  # noqa: E402
+from zoo.config import compose_config  # noqa: E402
+from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
+from zoo.nn.attention import MultiHeadAttention  # noqa: E402
+from zoo.nn.embedders import AudioEmbedder, PatchEmbedder, TokenEmbedder, TubeletEmbedder  # noqa: E402
+from zoo.nn.multimodal import MultimodalEmbedder  # noqa: E402
+
+VOCAB, IMAGE, FRAMES, BATCH = 64, 16, 4, 2
+DIMS = {"vocab_size": VOCAB, "mask_id": 3, "special_ids": [0, 1, 2, 3], "eos_id": 1, "bos_id": 2, "pad_id": 0,
+        "image_token_id": VOCAB - 1, "prompt": "{question}", "metric": "exact_match", "num_classes": 5,
+        "class_names": [f"c{i}" for i in range(5)], "pixel_mean": [0.5] * 3, "pixel_std": [0.25] * 3,
+        "image_size": IMAGE, "channels": 3, "num_frames": FRAMES, "max_objects": 3}
+LENGTH = {"bigbird": 208, "bigbird_base": 208, "modernbert": 80, "modernbert_base": 80}  # long enough to cut
+
+
+def build(model: str, overrides: list[str]) -> nn.Module:
+    cfg = compose_config([f"model={model}", *overrides])
+    with open_dict(cfg):
+        cfg.dims = DIMS
+    torch.manual_seed(0)
+    return hydra.utils.instantiate(cfg.model.net)
+
+
+def n_params(model: str) -> int:
+    cfg = compose_config([f"model={model}"])
+    with open_dict(cfg):
+        cfg.dims = DIMS
+    with torch.device("meta"):
+        return sum(p.numel() for p in hydra.utils.instantiate(cfg.model.net).parameters())
+
+
+def tokens(gen: torch.Generator, length: int, low: int = 4) -> Tensor:
+    return torch.randint(low, VOCAB - 1, (BATCH, length), generator=gen)
+
+
+def padding(length: int) -> Tensor:
+    """(B, L): row 1 ends in 3 padding positions."""
+    real = torch.ones(BATCH, length, dtype=torch.bool)
+    real[1, -3:] = False
+    return real
+
+
+def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict | None]:
+    """(the forward's keyword arguments without padding, with padding or None when not taken)."""
+    if isinstance(net, EncoderDecoder):
+        emb = net.encoder.embedder
+        target = tokens(gen, 12)
+        if isinstance(emb, AudioEmbedder):
+            source = torch.randn(BATCH, emb.conv1.in_channels, 40, generator=gen)
+            plain = {"source": source, "target": target}
+            return plain, plain | {"target_padding": padding(12)}
+        source = tokens(gen, 20)
+        plain = {"source": source, "target": target}
+        return plain, plain | {"source_padding": padding(20), "target_padding": padding(12)}
+    emb = net.embedder
+    if isinstance(emb, MultimodalEmbedder):
+        n = emb.n_image_tokens
+        ids = torch.cat([tokens(gen, 3), torch.full((BATCH, n), emb.image_token_id), tokens(gen, 9)], 1)
+        plain = {"inputs": ids, "images": torch.randn(BATCH, 3, emb.vision.image_size, emb.vision.image_size,
+                                                      generator=gen)}
+        return plain, plain | {"key_padding": padding(ids.shape[1])}
+    if isinstance(emb, TokenEmbedder):
+        length = min(LENGTH.get(model, 48), net.context)
+        plain = {"inputs": tokens(gen, length)}
+        if emb.segments is not None:
+            plain["segments"] = torch.randint(0, 2, (BATCH, length), generator=gen)
+        return plain, plain | {"key_padding": padding(length)}
+    if isinstance(emb, TubeletEmbedder):
+        return {"inputs": torch.randn(BATCH, *emb.shape, generator=gen)}, None
+    if isinstance(emb, PatchEmbedder):  # DetectionEmbedder too
+        return {"inputs": torch.randn(BATCH, emb.patchify.in_channels, IMAGE, IMAGE, generator=gen)}, None
+    raise TypeError(f"{model}: no fingerprint batch for {type(emb).__name__}")
+
+
+def tensors(out) -> list[Tensor]:
+    """A forward's output as a list of tensors (a detection head returns a named tuple)."""
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in tensors(item)]
+    if isinstance(out, dict):
+        return [t for key in sorted(out) for t in tensors(out[key])]
+    raise TypeError(type(out).__name__)
+
+
+def digest(t: Tensor) -> str:
+    return hashlib.sha256(t.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
+
+
+def features(net: nn.Module, kwargs: dict, layer: int | None) -> Tensor:
+    if isinstance(net, EncoderDecoder):
+        return net.features(kwargs["source"], kwargs.get("source_padding"), kwargs["target"],
+                            kwargs.get("target_padding"), layer=layer)
+    kw = dict(kwargs)
+    return net.features(kw.pop("inputs"), kw.pop("key_padding", None), layer=layer, **kw)
+
+
+def decode_cached(net: nn.Module, kwargs: dict) -> Tensor:
+    """Logits of a prefix, then of three positions one at a time, under a KV cache."""
+    cache = net.new_cache()
+    if isinstance(net, EncoderDecoder):
+        memory = net.encode(kwargs["source"], kwargs.get("source_padding"))
+        target = kwargs["target"]
+        steps = [target[:, : -3]] + [target[:, i : i + 1] for i in range(target.shape[1] - 3, target.shape[1])]
+        return torch.cat([net.decode(s, memory, kwargs.get("source_padding"), cache=cache) for s in steps], 1)
+    ids = kwargs["inputs"]
+    steps = [ids[:, : -3]] + [ids[:, i : i + 1] for i in range(ids.shape[1] - 3, ids.shape[1])]
+    return torch.cat([net(s, cache=cache) for s in steps], 1)
+
+
+def is_decoder(net: nn.Module) -> bool:
+    if isinstance(net, EncoderDecoder):
+        return True
+    return net.name == "decoder" and type(net.embedder) is TokenEmbedder
+
+
+def fingerprint(model: str, overrides: list[str], inference_only: bool = False) -> dict:
+    net = randomise(build(model, overrides), seed=0).eval()
+    gen = torch.Generator().manual_seed(0)
+    plain, padded = batch(net, model, gen)
+    found: dict = {}
+    with torch.no_grad():
+        for name, kwargs in (("plain", plain), ("padded", padded)):
+            if kwargs is None:
+                continue
+            for i, t in enumerate(tensors(net(**kwargs))):
+                found[f"forward/{name}/{i}"] = t.clone()
+        kwargs = padded or plain
+        for layer in (None, 1, -2):
+            found[f"features/{layer}"] = features(net, kwargs, layer).clone()
+        if is_decoder(net):
+            found["cached"] = decode_cached(net, plain)
+        attentions = [m for m in net.modules() if isinstance(m, MultiHeadAttention)]
+        for m in attentions:
+            m.keep_weights = True
+        try:
+            for i, t in enumerate(tensors(net(**kwargs))):
+                found[f"inspect/out/{i}"] = t.clone()
+            for i, m in enumerate(attentions):
+                if m.last_weights is not None:
+                    found[f"inspect/weights/{i}"] = m.last_weights.clone()
+        finally:
+            for m in attentions:
+                m.keep_weights, m.last_weights = False, None
+    if not inference_only:
+        net.train()
+        torch.manual_seed(1)
+        outs = tensors(net(**kwargs))
+        weight_gen = torch.Generator().manual_seed(2)
+        loss = sum((t.float() * torch.randn(t.shape, generator=weight_gen)).sum() for t in outs if t.is_floating_point())
+        loss.backward()
+        found["train/loss"] = loss.detach().clone()
+        found["train/grads"] = {name: None if p.grad is None else digest(p.grad) for name, p in net.named_parameters()}
+    return found
+
+
+def cpu_models(max_params: float) -> list[str]:
+    names = sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml"))
+    kept = []
+    for name in names:
+        count = n_params(name)
+        print(f"{name}: {count / 1e6:.1f}M parameters" + ("" if count <= max_params else " (skipped)"), flush=True)
+        if count <= max_params:
+            kept.append(name)
+    return kept
+
+
+def run(max_params: float, only: list[str] | None) -> dict:
+    results: dict = {}
+    for model in only or cpu_models(max_params):
+        results[model] = fingerprint(model, [])
+        for backend in ("blocks", "flex"):
+            try:
+                results[f"{model}+{backend}"] = fingerprint(model, [f"model.net.attention_backend={backend}"],
+                                                            inference_only=backend == "flex")
+            except Exception as err:  # noqa: BLE001 (a family the backend refuses, or fails on: recorded as such)
+                results[f"{model}+{backend}"] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+        print(f"{model}: {len(results[model])} entries", flush=True)
+    return results
+
+
+def same(a, b) -> bool:
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a == b
+
+
+def compare(before: dict, after: dict) -> list[str]:
+    problems = []
+    for model in sorted(set(before) | set(after)):
+        if model not in after or model not in before:
+            problems.append(f"{model}: only {'before' if model in before else 'after'}")
+            continue
+        for key in sorted(set(before[model]) | set(after[model])):
+            a, b = before[model].get(key), after[model].get(key)
+            if not same(a, b):
+                detail = ""
+                if isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape:
+                    detail = f" max|diff|={(a.double() - b.double()).abs().max().item():.3e}"
+                elif isinstance(a, dict) and isinstance(b, dict):
+                    detail = f" {sum(a.get(k) != b.get(k) for k in set(a) | set(b))} of {len(a)} differ"
+                problems.append(f"{model}/{key}:{detail}")
+    return problems
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--save", type=Path)
+    parser.add_argument("--compare", type=Path)
+    parser.add_argument("--max-params", type=float, default=50e6)
+    parser.add_argument("--only", nargs="*")
+    args = parser.parse_args()
+    torch.use_deterministic_algorithms(True)
+    results = run(args.max_params, args.only)
+    if args.save:
+        torch.save(results, args.save)
+        print(f"saved {sum(len(v) for v in results.values())} entries of {len(results)} variants to {args.save}")
+    if args.compare:
+        before = torch.load(args.compare, weights_only=False)
+        if args.only:
+            before = {k: v for k, v in before.items() if k.split("+")[0] in args.only}
+        problems = compare(before, results)
+        print("\n".join(problems) or f"bit-identical: {sum(len(v) for v in results.values())} entries "
+                                     f"of {len(results)} variants")
+        sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()

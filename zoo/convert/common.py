@@ -20,7 +20,7 @@ from omegaconf import OmegaConf, open_dict
 from torch import Tensor, nn
 
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
-from zoo.convert.hub import inside
+from zoo.convert.paths import inside
 from zoo.models import size
 from zoo.nn.tower import without_unread
 

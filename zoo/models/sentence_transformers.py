@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zoo.convert.hub import inside
+from zoo.convert.paths import inside
 from zoo.models.pooling import Pooling
 
 MODULES_FILE = "modules.json"

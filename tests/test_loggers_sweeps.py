@@ -68,6 +68,8 @@ def test_rich_callbacks_compose_and_train(tmp_path, shakespeare_dir):
     out = run_train(tmp_path / "run", shakespeare_dir, "callbacks=rich", *SHORT)
     assert "RichProgressBar" in (tmp_path / "run" / "config.yaml").read_text()
     assert out.returncode == 0
+    # the model table is printed, without Lightning's FLOPs (it counts a forward on no input: 0)
+    assert "Params" in out.stdout and "trainable" in out.stdout and "FLOPs" not in out.stdout + out.stderr
 
 
 @pytest.mark.slow

@@ -281,10 +281,11 @@ def _refuse_unused(folder: FolderWeights, used: set[int], loaded: list[Tensor]) 
                          f"weights disagree; fix config.json or give the weights it describes")
 
 
-def _check_values(name: str, value: Tensor, own: Tensor) -> None:
-    """A weight for a float parameter must be floats, all finite; names the folder tensor and file."""
+def _check_values(name: str, value: Tensor, own: Tensor, source: str | None) -> None:
+    """A weight for a float parameter must be floats, all finite; names the folder tensor and file
+    (or ``source``, where the weights came from elsewhere)."""
     origin = _origin(value)
-    where = origin[0].where(origin[1]) if origin else f"weight {name!r}"
+    where = origin[0].where(origin[1]) if origin else f"{source + ': ' if source else ''}weight {name!r}"
     if own.is_floating_point() and not value.is_floating_point():
         raise ValueError(f"{where} holds {value.dtype} values where the net's {name} is a float weight: "
                          f"not a checkpoint of this model's weights")
@@ -293,11 +294,12 @@ def _check_values(name: str, value: Tensor, own: Tensor) -> None:
         raise ValueError(f"{where} holds {bad} NaN or infinite values (of {value.numel()}): the weights are broken")
 
 
-def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
+def load_mapped(net: nn.Module, state: dict[str, Tensor], source: str | None = None) -> None:
     """Copy ``state`` into ``net``: every parameter must be given, with its exact shape, as finite
     floats. Weights of layers ``net`` does not build (a LLaVA vision tower's layers after its
     feature layer) are skipped. Where ``state`` was renamed from a folder's tensors
-    (:func:`read_weights`), every tensor of that folder must be used (see :func:`_refuse_unused`)."""
+    (:func:`read_weights`), every tensor of that folder must be used (see :func:`_refuse_unused`).
+    ``source`` names where ``state`` came from otherwise (e.g. ``model.init_from=run.ckpt``)."""
     given = {_storage(v) for v in state.values() if isinstance(v, Tensor)}
     folders = [f for f in list(_READ.values()) if given & f.by_storage.keys()]
     state = without_unread(net, state)
@@ -316,7 +318,7 @@ def load_mapped(net: nn.Module, state: dict[str, Tensor]) -> None:
     for folder in folders:
         _refuse_unused(folder, given, list(state.values()))
     for name, value in state.items():
-        _check_values(name, value, own[name])
+        _check_values(name, value, own[name], source)
     net.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
 
 

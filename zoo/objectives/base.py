@@ -80,7 +80,7 @@ class Objective(L.LightningModule):
             check_size(net_cfg, "model.net")  # before anything is allocated
             self.net = hydra.utils.instantiate(net_cfg)
         if init_from and not Path(init_from).is_dir():
-            load_mapped(self.net, net_state(init_from))
+            load_mapped(self.net, net_state(init_from), f"model.init_from={init_from}")
             rank_zero_info(f"initialised the network from {init_from}")
         lora = lora_settings(plain(lora))
         if lora is not None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import ModelSummary as LightningModelSummary
+from lightning.pytorch.callbacks import RichModelSummary as LightningRichModelSummary
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
 
@@ -120,3 +121,27 @@ class ModelSummary(LightningModelSummary):
                 log.info("%s: %s, %s parameters", name, kind, params.strip())
         log.info("%s parameters (%s trainable), %.1f MB", get_human_readable_count(total_parameters),
                  get_human_readable_count(trainable_parameters), model_size)
+
+
+class RichModelSummary(LightningRichModelSummary):
+    """Rich's model table (``callbacks=rich``) without the FLOPs column and total, for the same reason
+    as :class:`ModelSummary`."""
+
+    @staticmethod
+    def summarize(summary_data: list[tuple[str, list[str]]], total_parameters: int, trainable_parameters: int,
+                  model_size: float, total_training_modes: dict[str, int], total_flops: int,
+                  **summarize_kwargs: Any) -> None:
+        from rich import get_console
+        from rich.table import Table
+
+        columns = [(name, values) for name, values in summary_data if name != "FLOPs"]
+        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        for name, _ in columns:
+            table.add_column(name, justify="right" if name.startswith("Params") else "left", no_wrap=name == "Name")
+        for row in zip(*(values for _, values in columns)):
+            table.add_row(*row)
+        console = get_console()
+        console.print(table)
+        console.print(f"[bold]Params[/]: {get_human_readable_count(trainable_parameters)} trainable, "
+                      f"{get_human_readable_count(total_parameters - trainable_parameters)} non-trainable, "
+                      f"{model_size:.1f} MB")

@@ -326,7 +326,7 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
-    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.train.checkpoint reads them
+    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.checkpoint reads them
     torch.save(dict(stage1.hparams), saved)
     assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 

@@ -12,7 +12,8 @@ from conftest import run_train
 from exactness import assert_matches, randomise
 from zoo.convert.common import build_net
 from zoo.train import lora
-from zoo.train.checkpoint import load, net_state
+from zoo.objectives.loading import load
+from zoo.checkpoint import net_state
 
 pytest.importorskip("peft", reason="LoRA needs the lora extra (pip install -e '.[lora]')")
 

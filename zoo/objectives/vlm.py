@@ -15,7 +15,7 @@ from pathlib import Path
 import sacrebleu
 from torch import Tensor, nn
 
-from zoo.train.checkpoint import net_state
+from zoo.checkpoint import net_state
 from zoo.convert.common import load_mapped
 from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import blank_like

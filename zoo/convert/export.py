@@ -636,7 +636,7 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
-    from zoo.train import lora
+    from zoo.nn import lora
     from zoo.data.pretrained import tokenizer_of
     from zoo.objectives.loading import load
 

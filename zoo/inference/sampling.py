@@ -69,7 +69,7 @@ def generate(
     finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     steps = range(max_new_tokens)
     if show_progress:
-        from zoo.train.console import progress
+        from zoo.terminal import progress
 
         steps = progress(steps, "generating", total=max_new_tokens, unit="token")
     for _ in steps:

@@ -17,7 +17,7 @@ from zoo.checkpoint import net_state
 from zoo.convert.common import convert_folder, load_mapped
 from zoo.convert.hub import resolve
 from zoo.models.size import check as check_size
-from zoo.train.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
+from zoo.nn.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
 from zoo.objectives.loading import load
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
@@ -54,7 +54,7 @@ class Objective(L.LightningModule):
             kind of input here; unused (``accepts`` says it now).
         lora: ``{r, alpha, dropout, targets}``: train LoRA adapters on the Block's linear layers
             named in ``targets`` (q, k, v, out, gate, fc_in, fc_out), the rest frozen
-            (``zoo.train.lora``); stored, so that a checkpoint rebuilds the same adapters.
+            (``zoo.nn.lora``); stored, so that a checkpoint rebuilds the same adapters.
     """
 
     accepts: ClassVar[tuple[type, ...]] = ()
@@ -93,7 +93,7 @@ class Objective(L.LightningModule):
         self.forward_net = torch.compile(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 
-    # Set by each training_step (analytic, see zoo.train.flops) for the throughput monitor's MFU.
+    # Set by each training_step (analytic, see zoo.nn.flops) for the throughput monitor's MFU.
     flops_per_batch: int | None = None
     # How many test examples (input, reference, output) end up in the run's examples.txt.
     n_examples: int = 8

@@ -16,7 +16,7 @@ from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
 from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
 from zoo.data.shapes_vqa import split_of as shapes_split_of
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
 

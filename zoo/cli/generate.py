@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from zoo.data.checks import positive_int
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.device import check_device
-from zoo.inference.sampling import check_sampling, generate
+from zoo.models.sampling import check_sampling, generate
 from zoo.train.callbacks import non_finite
 from zoo.objectives.loading import load
 

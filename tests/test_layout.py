@@ -12,14 +12,16 @@ The layers, lowest first (:data:`LAYERS`), as the code is:
   progress on a terminal (``zoo.terminal``) and the pictures a run leaves (``zoo.plots``);
 - ``zoo.nn``, the pieces: Block, attention, masks, embedders, heads, FLOP counting, LoRA;
 - ``zoo.models``, the containers built from the pieces, their sizes, presets and decoding;
-- ``zoo.data`` and ``zoo.convert`` (the readers), the readers of datasets and of other libraries' folders: one
-  layer, as each reads the other's settings (a converted T5 keeps the data's sentinels, an export
-  writes the data's audio and image settings; a data module takes its tokenizer from the source a
-  converter resolves, ``hf:``); the cycle check keeps their modules apart;
+- the readers, ``zoo.data`` (datasets) and ``zoo.convert`` (other libraries' folders): one layer,
+  as each reads the other's settings (the T5 converter checks a tokenizer for the data's sentinels,
+  Whisper's and the export read the data's audio and pixel settings; a data module takes its
+  tokenizer from the source that ``zoo.convert.hub`` resolves, ``hf:``); the cycle check keeps
+  their modules apart;
 - ``zoo.objectives``, the Lightning modules, built on a network, its data's batches and readers,
   and how a checkpoint rebuilds one (``zoo.objectives.loading``);
 - ``zoo.inference``, what runs a checkpoint's objective (answering, detecting);
-- ``zoo.viz``, pictures of a checkpoint (attention maps, boxes, masks), which run the inference;
+- ``zoo.viz``, pictures of a checkpoint or a config (attention maps, which run the inference; the
+  boxes a detector found; mask pictures);
 - ``zoo.train``, the run train.py does (it builds an objective and checks a resume against it);
 - ``zoo.cli``, the commands, on top of everything.
 
@@ -51,8 +53,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cli": ("zoo.cli", "zoo.__main__"),
 }
 
-# (importer, imported): the imports that go up, each with why. Only zoo/convert has them, which
-# issue 30's first item reorganises (one module per family); they go with that work.
+# (importer, imported): the imports that go up, each with why. The one left is in zoo/convert, which
+# issue 30's first item reorganises (one module per family); where export's engine lives is decided there.
 UPWARD_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset({
     # `zoo export` reads a zoo checkpoint into its objective (to write it in another library's
     # format); its engine lives with the converters whose mappings it inverts.

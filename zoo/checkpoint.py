@@ -1,7 +1,8 @@
 """The one reader of zoo checkpoints (the .ckpt files train.py writes), below everything that
 reads one: the whole dict (:func:`read`), or just the network's weights to start another run from
-(:func:`net_state`). Rebuilding the objective is :func:`zoo.objectives.loading.load`'s, the
-tokenizer a run starts from :func:`zoo.data.pretrained.tokenizer_of`'s; both read through here.
+(:func:`net_state`) or its tokenizer (:func:`stored_tokenizer`). Rebuilding the objective is
+:func:`zoo.objectives.loading.load`'s, finding the tokenizer of any source a run starts from
+(a Hugging Face folder too) :func:`zoo.data.pretrained.tokenizer_of`'s; both read through here.
 
 A checkpoint is untrusted data: :func:`read` unpickles tensors and plain containers only
 (``weights_only=True``) and refuses a file that names anything outside :mod:`zoo.registry` (its
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.data.tokenizers import tokenizer_from_state
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer, tokenizer_from_state
 from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_TARGETS, objective_name
 
 ZIP_MAGIC, PICKLE_MAGIC = b"PK\x03\x04", b"\x80"  # how torch.save's files begin (zip; legacy pickle)
@@ -118,3 +119,11 @@ def net_state(path: str | Path) -> dict[str, Tensor]:
     """The network's weights in a zoo checkpoint (``net.*``, prefix removed)."""
     state = read(path, needs=("state_dict",))["state_dict"]
     return {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")}
+
+
+def stored_tokenizer(path: str | Path) -> CharTokenizer | HFTokenizer | WordTokenizer:
+    """The tokenizer a zoo checkpoint holds (its state rebuilt); one that holds none is refused."""
+    state = read(path, needs=("hyper_parameters",))["hyper_parameters"].get("tokenizer")
+    if state is None:
+        raise ValueError(f"checkpoint {path} holds no tokenizer")
+    return tokenizer_from_state(state)

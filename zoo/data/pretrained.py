@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.checkpoint import read
+from zoo.checkpoint import stored_tokenizer
 from zoo.convert.hub import resolve
-from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer, tokenizer_from_state
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer
 
 
 def tokenizer_of(path: str | Path) -> CharTokenizer | HFTokenizer | WordTokenizer:
@@ -17,7 +17,4 @@ def tokenizer_of(path: str | Path) -> CharTokenizer | HFTokenizer | WordTokenize
     path = resolve(path)
     if Path(path).is_dir():
         return HFTokenizer.from_pretrained_dir(path)
-    state = read(path, needs=("hyper_parameters",))["hyper_parameters"].get("tokenizer")
-    if state is None:
-        raise ValueError(f"checkpoint {path} holds no tokenizer")
-    return tokenizer_from_state(state)
+    return stored_tokenizer(path)

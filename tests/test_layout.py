@@ -106,6 +106,9 @@ def layer_of(name: str, layers: dict[str, tuple[str, ...]] = LAYERS) -> int | No
 
 def upward(graph: dict[str, set[str]], layers: dict[str, tuple[str, ...]] = LAYERS) -> list[tuple[str, str]]:
     """Every (importer, imported) of ``graph`` whose imported module is in a higher layer, sorted."""
+    unplaced = sorted(name for name in graph if layer_of(name, layers) is None)
+    if unplaced:
+        raise ValueError(f"modules in no layer: {unplaced}; place them in LAYERS")
     return sorted((name, other) for name, imports in graph.items() for other in imports
                   if layer_of(other, layers) > layer_of(name, layers))
 
@@ -159,7 +162,7 @@ def test_the_cycle_checker_finds_a_lazy_cycle_and_skips_type_checking_imports(tm
 
 
 def test_every_zoo_module_has_a_layer():
-    assert [name for name in modules() if layer_of(name) is None] == []
+    assert [name for name in modules() if layer_of(name) is None] == [], "modules in no layer: place them in LAYERS"
 
 
 def test_no_zoo_module_imports_from_a_layer_above_its_own():

@@ -9,7 +9,7 @@ All four are GPT-2-like: pre-LN LayerNorm, GELU MLP 4x wide, biases, causal atte
 differ: litgpt has no learned positions (rotary on every head dimension instead) and its own
 untied head; x-transformers has no bias on q/k/v/out (its Attention has none).
 
-MFU is the zoo's analytic count of one step's training FLOPs (``net.batch_flops``, zoo/train/flops.py:
+MFU is the zoo's analytic count of one step's training FLOPs (``net.batch_flops``, zoo/nn/flops.py:
 the matmuls, forward + backward) over each model's step time, against the device's peak.
 """
 

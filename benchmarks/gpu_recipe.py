@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from zoo.viz.plots import read_metrics
+from zoo.plots import read_metrics
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """zoo T5 vs transformers T5ForConditionalGeneration and x-transformers XTransformer at the
 same shape: training step time and peak memory; then (unless --no-decode) beam-search
-throughput (sentences/s) of zoo.inference.decoding.beam_search vs ``generate(num_beams=...)``
+throughput (sentences/s) of zoo.models.decoding.beam_search vs ``generate(num_beams=...)``
 on the same (converted) weights.
 
 x-transformers is set up T5-like: RMSNorm, T5 relative position bias, no absolute positions,
@@ -23,7 +23,7 @@ from torch import nn
 from common import add_run_args, alternate_medians, compare, make_step, peer
 from zoo.convert.common import build_net, shape_overrides
 from zoo.convert.t5 import EXTRA, from_transformers, t5_shape
-from zoo.inference.decoding import beam_search, strip_eos
+from zoo.models.decoding import beam_search, strip_eos
 
 transformers = peer("transformers")
 x_transformers = peer("x_transformers")

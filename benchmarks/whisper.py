@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from common import add_run_args, alternate_medians, compare, make_step, peer
 from zoo.convert.common import build_net, shape_overrides
 from zoo.convert.whisper import from_transformers, whisper_shape
-from zoo.inference.decoding import beam_search, greedy
+from zoo.models.decoding import beam_search, greedy
 
 transformers = peer("transformers")
 openai_whisper = peer("whisper.model")

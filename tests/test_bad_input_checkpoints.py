@@ -20,7 +20,9 @@ from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
 from zoo.cli.commands import call
 from zoo.convert.common import compose_config
 from zoo.models.presets import DIMS, model_names
-from zoo.train.checkpoint import check_resumable, load, net_state, tokenizer_of
+from zoo.objectives.loading import check_resumable, load
+from zoo.checkpoint import net_state
+from zoo.data.pretrained import tokenizer_of
 from zoo.train.run import objective
 from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
 

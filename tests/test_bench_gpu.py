@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.viz.plots import read_metrics
+from zoo.plots import read_metrics
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

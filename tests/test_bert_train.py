@@ -9,7 +9,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from bert_wikitext_files import WORDS, write_wikitext
 from exactness import assert_matches, randomise
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.convert.common import compose_config
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.train.run import build, train

@@ -116,7 +116,7 @@ def test_bad_settings_are_refused_naming_the_values():
 def test_train_bigbird_on_wikitext_then_read_the_checkpoint(tmp_path):
     from bert_wikitext_files import write_wikitext
     from zoo.convert.common import compose_config
-    from zoo.train.checkpoint import load
+    from zoo.objectives.loading import load
     from zoo.train.run import train
 
     write_wikitext(tmp_path / "data")

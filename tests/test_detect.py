@@ -18,7 +18,7 @@ from zoo.cli.commands import call
 from zoo.data.coco import letterbox
 from zoo.data.images import to_tensor
 from zoo.data.moving_shapes import SHAPES
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.train.run import train
 from zoo.viz.attention_maps import detection_heat
 

@@ -30,7 +30,7 @@ from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
 from zoo.nn.heads import LMHead
 from zoo.nn.masks import CausalMask
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 from zoo.train.run import objective
 
 
@@ -345,7 +345,7 @@ def objective_of(model: str, folder: Path, dims: dict, tokenizer: dict | None = 
 
 
 def save_checkpoint(trained, name: str, path: Path) -> None:
-    """What a zoo checkpoint holds of an objective (the entries zoo.train.checkpoint.load reads)."""
+    """What a zoo checkpoint holds of an objective (the entries zoo.objectives.loading.load reads)."""
     torch.save({"zoo_objective": name, "hyper_parameters": dict(trained.hparams), "state_dict": trained.state_dict()},
                path)
 

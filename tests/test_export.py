@@ -184,7 +184,7 @@ def test_a_zoo_checkpoint_becomes_a_folder_transformers_loads(tmp_path, shakespe
 
     from conftest import run_train
     from zoo.convert.export import export
-    from zoo.train.checkpoint import load
+    from zoo.objectives.loading import load
 
     run_train(tmp_path / "run", shakespeare_dir, "model.net.n_layers=2", "model.net.block.d_model=32",
               "model.net.block.n_heads=2", "data.check=false", "data.batch_size=4", "data.val_batches=1",

@@ -22,7 +22,9 @@ from test_init_from import objective_from, tiny_gpt2
 from zoo.convert.common import compose_config
 from zoo.convert.hub import resolve
 from zoo.models.size import LIMIT_ENV
-from zoo.train.checkpoint import load, read, tokenizer_of
+from zoo.objectives.loading import load
+from zoo.checkpoint import read
+from zoo.data.pretrained import tokenizer_of
 from zoo.train.run import objective
 
 DIMS = {"vocab_size": 50}

@@ -7,7 +7,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from exactness import assert_matches, randomise
 from text_batches import padded_tokens
 from zoo.convert.gpt2 import from_transformers
-from zoo.inference.sampling import filter_logits, generate
+from zoo.models.sampling import filter_logits, generate
 
 
 def tiny_gpt2() -> GPT2LMHeadModel:

@@ -13,7 +13,7 @@ from huggingface_hub import constants
 from exactness import assert_matches
 from test_init_from import objective_from, tiny_gpt2, word_level_tokenizer
 from zoo.convert.hub import resolve
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -23,7 +23,8 @@ from test_transformer_multi30k import write_corpus
 from test_video_convert import _compare as compare_video, tiny_video
 from test_vit_data import make_image_folder
 from test_whisper_data import write_fsdd
-from zoo.train.checkpoint import load, tokenizer_of
+from zoo.objectives.loading import load
+from zoo.data.pretrained import tokenizer_of
 from zoo.convert.common import CONF_DIR, compose_config
 from zoo.data.batches import PaddedTokens
 from zoo.data.multi30k import SPECIALS as MULTI30K_SPECIALS, Multi30k

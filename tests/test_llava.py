@@ -16,7 +16,7 @@ from zoo.data.flickr8k import Flickr8k, split_of
 from zoo.data.images import load_image, to_tensor
 from zoo.data.shapes_vqa import COUNTS, ShapesExamples, blind_baseline, make_question, vocabulary
 from zoo.data.shapes_vqa import split_of as shapes_split_of
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 from zoo.nn.masks import PrefixLMMask
 from zoo.nn.multimodal import expand_batch, expand_image_placeholder
 
@@ -326,7 +326,7 @@ def test_stage1_freezes_all_but_the_projector_and_inits_load(tmp_path):
         build(run_config(tmp_path, ["model=llava", "data=shapes_vqa", *TINY, f"model.vision_init={bad}"]))
     stage1.train()
     assert not stage1.net.embedder.vision.training and stage1.net.embedder.projector.training
-    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.train.checkpoint reads them
+    saved = tmp_path / "hparams.pt"  # what its checkpoints store, read back as zoo.checkpoint reads them
     torch.save(dict(stage1.hparams), saved)
     assert torch.load(saved, weights_only=True)["trainable"] == ["projector"]
 

@@ -1,4 +1,4 @@
-"""LoRA through peft (zoo/train/lora.py): adapters on the Block's named linear layers only, the
+"""LoRA through peft (zoo/nn/lora.py): adapters on the Block's named linear layers only, the
 rest frozen; a fresh adapter changes nothing; a LoRA fine-tune of a zoo checkpoint trains only
 the adapters, saves them, reloads them from the checkpoint, and merges into plain weights that
 give the adapted logits; targets that name nothing are refused, naming what there is."""
@@ -11,8 +11,9 @@ import torch
 from conftest import run_train
 from exactness import assert_matches, randomise
 from zoo.convert.common import build_net
-from zoo.train import lora
-from zoo.train.checkpoint import load, net_state
+from zoo.nn import lora
+from zoo.objectives.loading import load
+from zoo.checkpoint import net_state
 
 pytest.importorskip("peft", reason="LoRA needs the lora extra (pip install -e '.[lora]')")
 

@@ -12,7 +12,7 @@ from PIL import Image
 
 from zoo.models.presets import build
 from zoo.viz.mask_pictures import families_picture, family_panels, legend, mask_picture
-from zoo.viz.plots import plot_curves
+from zoo.plots import plot_curves
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"

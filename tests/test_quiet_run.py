@@ -62,13 +62,13 @@ def test_quick_seq2seq_run_prints_no_warning(tmp_path: Path, shakespeare_dir: Pa
 
 
 def test_progress_bars_only_on_a_terminal(monkeypatch, capsys) -> None:
-    from zoo.train import console
+    from zoo import terminal
 
-    monkeypatch.setattr(console, "on_terminal", lambda: True)
-    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    monkeypatch.setattr(terminal, "on_terminal", lambda: True)
+    assert list(terminal.progress(range(3), "decoding images")) == [0, 1, 2]
     assert "decoding images" in capsys.readouterr().err
-    monkeypatch.setattr(console, "on_terminal", lambda: False)
-    assert list(console.progress(range(3), "decoding images")) == [0, 1, 2]
+    monkeypatch.setattr(terminal, "on_terminal", lambda: False)
+    assert list(terminal.progress(range(3), "decoding images")) == [0, 1, 2]
     assert capsys.readouterr().err == ""
 
 

@@ -12,7 +12,7 @@ from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from zoo.convert.t5 import from_transformers, load_pretrained  # noqa: E402
 from zoo.data.batches import PaddedTokens  # noqa: E402
 from zoo.data.span_corruption import SpanCorruption, noise_spans  # noqa: E402
-from zoo.inference.decoding import beam_search, greedy, strip_eos  # noqa: E402
+from zoo.models.decoding import beam_search, greedy, strip_eos  # noqa: E402
 from zoo.nn.relative_bias import RelativePositionBias  # noqa: E402
 
 VOCAB = 150

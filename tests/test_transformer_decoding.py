@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from zoo.convert.common import build_net
-from zoo.inference.decoding import beam_search, greedy, strip_eos
+from zoo.models.decoding import beam_search, greedy, strip_eos
 
 EOS = 2
 

@@ -10,7 +10,7 @@ from omegaconf import open_dict
 from zoo.convert.common import compose_config
 from zoo.data.moving_shapes import MovingShapes, shape_mask, trajectory
 from zoo.data.videos import shuffle_frames
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.train.run import objective, train
 
 

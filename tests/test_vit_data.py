@@ -14,7 +14,7 @@ from zoo.convert.common import compose_config
 from zoo.data import cifar10
 from zoo.data.cifar10 import CIFAR10, CLASSES
 from zoo.data.images import InMemoryImages
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.train.run import train
 
 

@@ -14,7 +14,7 @@ from zoo.data.moving_shapes import SHAPES
 from zoo.data.shapes_detection import ShapesDetection
 from zoo.objectives.detection import in_pixels, predictions
 from zoo.objectives.set_loss import SetLoss
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.train.run import build, train
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 
 
 def greedy_decoding_kept_keys(net, vocab_size: int, window: int) -> list[int]:

@@ -4,7 +4,7 @@ functions a config read from a checkpoint may instantiate or call.
 A checkpoint is data from anyone. It names its objective by a short name looked up here (never
 an import path taken from the file), and every ``_target_`` (and ``converter``) in the configs it
 stores must be one of the dotted names below, checked before anything is built
-(:func:`zoo.train.checkpoint.check_names`). Names are listed one by one, never whole modules: a module
+(:func:`zoo.checkpoint.check_names`). Names are listed one by one, never whole modules: a module
 such as ``zoo.data.download`` also holds functions that write files. A new module a config
 targets is added here (tests/test_bad_input_checkpoints.py fails until it is).
 """

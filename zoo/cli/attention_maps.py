@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from zoo.data.batches import AudioText, ImageBoxes, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.viz.attention_maps import (detection_maps, image_maps, image_question_maps, run_title, speech_maps,
                                    text_maps, translation_maps)
 

@@ -31,7 +31,7 @@ from zoo.models import sentence_transformers
 from zoo.models.pooling import Pooling
 from zoo.nn.embedders import PatchEmbedder
 from zoo.registry import name_of
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 
 # config.json's model_type -> the conf/model/ config whose converter (model.init_from) reads the folder
 FOLDER_MODELS = {"bert": "bert", "gpt2": "gpt", "llama": "llama", "vit": "vit"}

@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 from zoo.data.checks import positive_int
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.device import check_device
-from zoo.inference.sampling import check_sampling, generate
+from zoo.models.sampling import check_sampling, generate
 from zoo.train.callbacks import non_finite
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 
 # The objectives whose networks continue a token sequence (next-token language models).
 GENERATORS = ("lm", "vlm")

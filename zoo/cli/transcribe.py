@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig, ListConfig
 
 from zoo.data.audio import HOP_LENGTH, MIN_SAMPLES, SAMPLE_RATE, BadAudioError, LogMel, load_audio
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.objectives.asr import SpeechRecognition
 
 log = logging.getLogger(__name__)

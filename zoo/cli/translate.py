@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.objectives.seq2seq import Seq2Seq
 
 

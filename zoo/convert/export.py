@@ -509,7 +509,7 @@ def read_zoo(folder: str | Path) -> nn.Module:
     import hydra
     from safetensors.torch import load_model
 
-    from zoo.train.checkpoint import check_names
+    from zoo.checkpoint import check_names
 
     folder = Path(folder)
     for name in (ZOO_CONFIG, "model.safetensors"):
@@ -636,8 +636,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
-    from zoo.train import lora
-    from zoo.train.checkpoint import load, tokenizer_of
+    from zoo.nn import lora
+    from zoo.data.pretrained import tokenizer_of
+    from zoo.objectives.loading import load
 
     out = Path(out)
     _empty_out(out, overwrite)

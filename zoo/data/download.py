@@ -11,6 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.terminal import progress
+
 
 @dataclass(frozen=True)
 class Patience:
@@ -78,8 +80,6 @@ class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
 def copy_url(url: str, dest: Path, patience: Patience) -> None:
     """One try: write the body of ``url`` to ``dest``; fail when the connection stalls
     past the timeouts or ends before the length the server announced."""
-    from zoo.train.console import progress  # (Lightning loads with it: only when a download starts)
-
     opener = urllib.request.build_opener(_Handler(patience.read))
     with opener.open(url, timeout=patience.connect) as response, open(dest, "wb") as out:
         announced = response.length  # Content-Length, None when the server sends none

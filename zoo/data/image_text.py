@@ -22,7 +22,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import to_tensor
 from zoo.data.tokenizers import HFTokenizer, WordTokenizer, first_token
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 
 # What a checkpoint's own tokenizer (a Hugging Face LLaVA folder's) calls the tokens the items
 # place, first match wins: the image placeholder, the end of an answer (Llama 2's, GPT-2's,

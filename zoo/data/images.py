@@ -18,7 +18,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.batches import ImageLabels
-from zoo.train.console import progress
+from zoo.terminal import progress
 
 
 def decode_image_folder(root: Path, classes: list[str] | None = None) -> tuple[Tensor, Tensor, list[str]]:

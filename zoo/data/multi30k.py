@@ -25,7 +25,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, first_token, present_ids, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"

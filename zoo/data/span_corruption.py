@@ -24,7 +24,7 @@ import torch
 
 from zoo.data.batches import IGNORE, PaddedTokens, SequencePairs
 from zoo.data.tokenizers import TEXT_END, TEXT_PAD, CharTokenizer, HFTokenizer, first_token, present_ids
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 
 SENTINEL = "<extra_id_{}>"  # a Hugging Face T5 tokenizer's sentinel i
 

@@ -25,7 +25,7 @@ from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audi
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, AudioText
 from zoo.data.tokenizers import CharTokenizer, first_token, train_bpe
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 from zoo.nn.embedders import AudioEmbedder
 
 log = logging.getLogger(__name__)

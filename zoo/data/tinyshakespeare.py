@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.checks import utf8_text

@@ -11,6 +11,8 @@ from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer
 
+from zoo.terminal import on_terminal
+
 
 class CharTokenizer:
     """One token per character of a fixed alphabet (nanoGPT's character-level Shakespeare).
@@ -96,8 +98,6 @@ class HFTokenizer:
         from ``texts``; ``special_tokens`` get the first ids, in order."""
         from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-        from zoo.train.console import on_terminal
-
         tok = Tokenizer(models.WordPiece(unk_token=special_tokens[1] if len(special_tokens) > 1 else "[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -170,8 +170,6 @@ def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: It
     spaces, so decoded output is detokenized text), cached as JSON at ``cache``. The
     ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them."""
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
-
-    from zoo.train.console import on_terminal
 
     if cache.exists():
         return HFTokenizer(Tokenizer.from_file(str(cache)))

@@ -25,7 +25,7 @@ from torch.utils.data import Dataset
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
-from zoo.train.checkpoint import tokenizer_of
+from zoo.data.pretrained import tokenizer_of
 from zoo.data.tokenizers import HFTokenizer, first_token, present_ids
 from zoo.data.windows import StreamWindows
 

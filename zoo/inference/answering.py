@@ -15,10 +15,10 @@ import torch
 from PIL import Image
 from torch import nn
 
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 from zoo.data.images import to_tensor
 from zoo.data.tokenizers import WordTokenizer, tokenizer_from_state
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 from zoo.nn.multimodal import expand_image_placeholder
 
 

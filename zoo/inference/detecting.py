@@ -21,7 +21,7 @@ from zoo.data.coco import letterbox
 from zoo.data.images import MEAN, STD, to_tensor
 from zoo.nn.detection import Detections
 from zoo.objectives.detection import Detection, predictions
-from zoo.train.checkpoint import load
+from zoo.objectives.loading import load
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from zoo.models.features import tower_features
-from zoo.train.flops import linear_flops, tower_flops, training_flops
+from zoo.nn.flops import linear_flops, tower_flops, training_flops
 from zoo.models.model import init_weights
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
@@ -151,7 +151,7 @@ class EncoderDecoder(nn.Module):
 
     def training_flops(self, batch: int, source_length: int, target_length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` pairs of
-        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.train.flops)."""
+        ``source_length`` encoder and ``target_length`` decoder positions (see zoo.nn.flops)."""
         return training_flops(batch * (tower_flops(self.encoder, source_length)
                                        + tower_flops(self.decoder, target_length, source_length)
                                        + target_length * linear_flops(self.head)))

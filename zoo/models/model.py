@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from torch import Tensor, nn
 
 from zoo.models.features import tower_features
-from zoo.train.flops import linear_flops, tower_flops, training_flops
+from zoo.nn.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.positions import rotary_tables
@@ -146,5 +146,5 @@ class Model(Tower):
 
     def training_flops(self, batch: int, length: int) -> int:
         """Analytic FLOPs of one training step (forward + backward) on ``batch`` sequences of
-        ``length`` positions (see zoo.train.flops); an inner tower (LLaVA's vision) is not counted."""
+        ``length`` positions (see zoo.nn.flops); an inner tower (LLaVA's vision) is not counted."""
         return training_flops(batch * (tower_flops(self, length) + length * linear_flops(self.head)))

@@ -13,11 +13,12 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from zoo.train.checkpoint import load, net_state
+from zoo.checkpoint import net_state
 from zoo.convert.common import convert_folder, load_mapped
 from zoo.convert.hub import resolve
 from zoo.models.size import check as check_size
-from zoo.train.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
+from zoo.nn.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
+from zoo.objectives.loading import load
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
 
@@ -35,7 +36,7 @@ class Objective(L.LightningModule):
 
     Args:
         net: the network's config (a Hydra ``_target_`` tree); stored in the checkpoint
-            so that ``zoo.train.checkpoint.load`` rebuilds the same network (every ``_target_`` in it
+            so that ``zoo.objectives.loading.load`` rebuilds the same network (every ``_target_`` in it
             must be in :data:`zoo.registry.ALLOWED_TARGETS`).
         optim: AdamW + schedule settings (conf/optim).
         compile: apply ``torch.compile`` to the network.
@@ -44,7 +45,7 @@ class Objective(L.LightningModule):
             file, e.g. a pre-training run's; every weight must match in name and shape), or
             a directory in another library's format (e.g. a Hugging Face checkpoint), read
             by ``converter``, or ``hf:<repo id>[@revision]`` (``zoo.convert.hub``). The data modules take their tokenizer from the same place
-            (``zoo.train.checkpoint.tokenizer_of``), so that token ids mean the same thing.
+            (``zoo.data.pretrained.tokenizer_of``), so that token ids mean the same thing.
         converter: ``module.function(net_cfg, init_from) -> (net_cfg, net)`` that reads a
             directory: the net config reshaped to the checkpoint, and the net holding its
             weights. The reshaped config is what the checkpoint stores (``init_from`` is
@@ -53,7 +54,7 @@ class Objective(L.LightningModule):
             kind of input here; unused (``accepts`` says it now).
         lora: ``{r, alpha, dropout, targets}``: train LoRA adapters on the Block's linear layers
             named in ``targets`` (q, k, v, out, gate, fc_in, fc_out), the rest frozen
-            (``zoo.train.lora``); stored, so that a checkpoint rebuilds the same adapters.
+            (``zoo.nn.lora``); stored, so that a checkpoint rebuilds the same adapters.
     """
 
     accepts: ClassVar[tuple[type, ...]] = ()
@@ -92,7 +93,7 @@ class Objective(L.LightningModule):
         self.forward_net = torch.compile(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 
-    # Set by each training_step (analytic, see zoo.train.flops) for the throughput monitor's MFU.
+    # Set by each training_step (analytic, see zoo.nn.flops) for the throughput monitor's MFU.
     flops_per_batch: int | None = None
     # How many test examples (input, reference, output) end up in the run's examples.txt.
     n_examples: int = 8
@@ -135,7 +136,7 @@ class Objective(L.LightningModule):
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | Path, map_location: str | torch.device | None = None,
                              **kwargs: Any):
-        """Lightning's loader goes through :func:`zoo.train.checkpoint.load` (what a checkpoint names is
+        """Lightning's loader goes through :func:`zoo.objectives.loading.load` (what a checkpoint names is
         checked against :mod:`zoo.registry` first); ``weights_only`` is always on."""
         unsupported = sorted(set(kwargs) - {"weights_only", "strict"})
         if unsupported or kwargs.get("weights_only") is False or kwargs.get("strict") is False:
@@ -146,5 +147,5 @@ class Objective(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Which objective wrote this, by its registered short name (stable when modules move), so
-        # that zoo.train.checkpoint.load can rebuild it from the file alone.
+        # that zoo.objectives.loading.load can rebuild it from the file alone.
         checkpoint["zoo_objective"] = name_of(type(self))

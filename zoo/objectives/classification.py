@@ -14,7 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionM
 from zoo.data.batches import ImageLabels, VideoClips
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
-from zoo.viz.plots import plot_clips, plot_confusion
+from zoo.plots import plot_clips, plot_confusion
 
 # Test views: the test inputs transformed, each scored as ``test/acc_<name>`` (what the model
 # does without what the view takes away). Chosen by name, so a checkpoint names no code.

@@ -11,7 +11,7 @@ from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from zoo.data.batches import IGNORE, TokenWindows
 from zoo.data.tokenizers import present_ids, tokenizer_from_state
 from zoo.data.wikitext import END_OF_TEXT
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 from zoo.objectives.base import Objective
 
 

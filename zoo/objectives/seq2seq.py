@@ -18,7 +18,7 @@ from torchmetrics.text import SacreBLEUScore
 
 from zoo.data.batches import IGNORE, AudioText, PaddedTokens, SequencePairs
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.inference.decoding import beam_search, greedy, strip_eos
+from zoo.models.decoding import beam_search, greedy, strip_eos
 from zoo.objectives.base import Objective, plain
 
 Pairs = SequencePairs | AudioText  # what the loss and the decoding read (the same field names)

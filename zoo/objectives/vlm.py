@@ -15,12 +15,12 @@ from pathlib import Path
 import sacrebleu
 from torch import Tensor, nn
 
-from zoo.train.checkpoint import net_state
+from zoo.checkpoint import net_state
 from zoo.convert.common import load_mapped
 from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import blank_like
 from zoo.data.tokenizers import tokenizer_from_state
-from zoo.inference.sampling import generate
+from zoo.models.sampling import generate
 from zoo.nn.multimodal import expand_batch
 from zoo.objectives.lm import NextTokenLM
 

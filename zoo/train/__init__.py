@@ -1,1 +1,1 @@
-"""Training: the run train.py does, its callbacks, strategies, FLOPs, checkpoints and run directories."""
+"""Training: the run train.py does, its callbacks, strategies, console, the accelerators' peak FLOP/s and run directories."""

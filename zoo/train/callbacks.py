@@ -20,7 +20,7 @@ from zoo.train.flops import peak_flops
 class Throughput(ThroughputMonitor):
     """Lightning's ``ThroughputMonitor`` for any zoo objective: logs samples/s, items/s
     (tokens, patches or frames) and MFU, the objective reporting ``flops_per_batch``
-    (analytic, see zoo.train.flops) and counting its batches with ``batch_counts``. The peak
+    (analytic, see zoo.nn.flops) and counting its batches with ``batch_counts``. The peak
     FLOP/s is the device's dense figure (or a measured matmul) and is printed once."""
 
     def __init__(self, window_size: int = 50, **kwargs: Any):

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import warnings
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
@@ -23,8 +21,9 @@ from lightning.pytorch.callbacks import RichModelSummary as LightningRichModelSu
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
 
+from zoo import terminal
+
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # (message regex, category): warnings that say nothing a user of the zoo can act on.
 HARMLESS_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
@@ -70,28 +69,13 @@ def install(output_dir: str | Path) -> None:
             logger.propagate = True
 
 
-def on_terminal() -> bool:
-    """Whether the output is a terminal (bars are drawn only there)."""
-    return sys.stdout.isatty()
-
-
-def progress(items: Iterable[T], description: str, total: int | None = None, unit: str = "it",
-             scale: bool = False) -> Iterator[T]:
-    """``items`` with a tqdm bar (as the training bars) on a terminal, as they are elsewhere
-    (``scale``: the counts are bytes, shown as kB, MB, ...)."""
-    from tqdm.auto import tqdm
-
-    return iter(tqdm(items, desc=description, total=total, unit=unit, unit_scale=scale, disable=not on_terminal(),
-                     leave=False, dynamic_ncols=True))
-
-
 class ProgressBar(TQDMProgressBar):
     """Lightning's tqdm bars on a terminal; elsewhere one log line per ``1/lines`` of the run."""
 
     def __init__(self, refresh_rate: int = 10, lines: int = 10, **kwargs: Any):
         super().__init__(refresh_rate=refresh_rate, **kwargs)
         self.lines, self._logged = lines, -1
-        if not on_terminal():
+        if not terminal.on_terminal():
             self.disable()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,

@@ -19,9 +19,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.train import compat, run_dir
 from zoo.train.callbacks import SaveOnSigterm, StopOnNonFinite
-from zoo.train.checkpoint import check_resumable
+from zoo.objectives.loading import check_resumable
 from zoo.train.checkpoint_io import NamedCheckpointIO
-from zoo.viz.plots import plot_curves
+from zoo.plots import plot_curves
 
 
 def _choice(group: str, default: str) -> str:

@@ -1,1 +1,2 @@
-"""Pictures: training curves, mask pictures, attention maps."""
+"""Pictures of a checkpoint or a config: attention maps, detected boxes, mask pictures (a run's own
+curves and confusion matrix are :mod:`zoo.plots`')."""

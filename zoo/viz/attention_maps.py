@@ -44,7 +44,7 @@ from zoo.inference.detecting import Detector  # noqa: E402
 from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
 from zoo.objectives.detection import predictions  # noqa: E402
-from zoo.viz.plots import save_figure  # noqa: E402
+from zoo.plots import save_figure  # noqa: E402
 
 SHOWN_DETECTIONS = 6  # the top-scoring detection tokens detections.png shows
 

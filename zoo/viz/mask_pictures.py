@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from zoo.models.presets import build, model_names  # noqa: E402
 from zoo.nn.embedders import PatchEmbedder, TubeletEmbedder  # noqa: E402
 from zoo.nn.masks import causal_mask  # noqa: E402
-from zoo.viz.plots import save_figure  # noqa: E402
+from zoo.plots import save_figure  # noqa: E402
 
 LENGTH, PADDED, PREFIX = 8, 3, 4
 # The families whose masks the README opens with: a decoder, an encoder, an encoder-decoder.

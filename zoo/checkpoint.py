@@ -1,31 +1,26 @@
-"""Reading zoo checkpoints (the .ckpt files train.py writes): the whole objective for
-inference, just the network's weights or the tokenizer to start another run from, or the
-check before a run resumes from one.
+"""The one reader of zoo checkpoints (the .ckpt files train.py writes), below everything that
+reads one: the whole dict (:func:`read`), or just the network's weights to start another run from
+(:func:`net_state`) or its tokenizer (:func:`stored_tokenizer`). Rebuilding the objective is
+:func:`zoo.objectives.loading.load`'s, finding the tokenizer of any source a run starts from
+(a Hugging Face folder too) :func:`zoo.data.pretrained.tokenizer_of`'s; both read through here.
 
-A checkpoint is untrusted data: every reader goes through :func:`read`, which unpickles
-tensors and plain containers only (``weights_only=True``) and refuses a file that names
-anything outside :mod:`zoo.registry` (its objective, a ``_target_`` or a ``converter``)
-before anything is built from it.
+A checkpoint is untrusted data: :func:`read` unpickles tensors and plain containers only
+(``weights_only=True``) and refuses a file that names anything outside :mod:`zoo.registry` (its
+objective, a ``_target_`` or a ``converter``), or holds a tokenizer state that does not rebuild,
+before anything is built from it. Imports nothing of the zoo but the registry and the tokenizers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from zoo.models.size import check as check_size
-from zoo.registry import (ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_TARGETS, OBJECTIVES, name_of, objective_class,
-                          objective_name)
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer, tokenizer_from_state
+from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_TARGETS, objective_name
 
-if TYPE_CHECKING:
-    from zoo.objectives.base import Objective
-
-# ckpt_path values Lightning resolves itself to a checkpoint this run's callbacks wrote.
-LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
 ZIP_MAGIC, PICKLE_MAGIC = b"PK\x03\x04", b"\x80"  # how torch.save's files begin (zip; legacy pickle)
 
 
@@ -108,8 +103,6 @@ def _refuse_other_files(path: Path) -> None:
 
 def _check_tokenizer(ckpt: dict, path: Path) -> None:
     """A stored tokenizer state must rebuild (every command that reads the checkpoint decodes with it)."""
-    from zoo.data.tokenizers import tokenizer_from_state
-
     state = ckpt.get("hyper_parameters", {}).get("tokenizer")
     if state is None:
         return
@@ -122,85 +115,14 @@ def _check_tokenizer(ckpt: dict, path: Path) -> None:
                          f"({type(err).__name__}: {err})") from None
 
 
-def _class_name(objective: str) -> str:
-    return OBJECTIVES[objective].rsplit(".", 1)[-1]
-
-
-def load(path: str | Path, map_location: str | torch.device = "cpu", accepts: Collection[str] | None = None,
-         command: str = "this command") -> Objective:
-    """Rebuild the Lightning objective stored in ``path``, on ``map_location``, in eval mode.
-
-    ``accepts``: the objectives (short names) ``command`` can use; another is refused, naming both.
-    """
-    ckpt = read(path, map_location=map_location)
-    name = objective_name(ckpt["zoo_objective"])
-    if accepts is not None and name not in accepts:
-        raise ValueError(f"{path} is a {name} checkpoint ({_class_name(name)}): {command} needs "
-                         f"{' or '.join(accepts)}")
-    net = ckpt["hyper_parameters"].get("net")
-    if isinstance(net, dict):
-        check_size(net, f"checkpoint {path} (its stored model.net)")  # before anything is allocated
-    objective = objective_class(name)(**ckpt["hyper_parameters"])
-    objective.load_state_dict(ckpt["state_dict"])
-    return objective.to(map_location).eval()
-
-
-def family(net: dict) -> str:
-    """A network config in short: its class and those of its parts, e.g.
-    ``Model(embedder=TokenEmbedder, head=LMHead, mask=CausalMask)`` (the Block's config left out:
-    every family has one)."""
-    def short(target: object) -> str:
-        return str(target).rsplit(".", 1)[-1]
-
-    parts = [f"{key}={short(value['_target_'])}" for key, value in sorted(net.items())
-             if isinstance(value, dict) and "_target_" in value and key != "block"]
-    return f"{short(net.get('_target_'))}({', '.join(parts)})"
-
-
-def check_resumable(path: str | Path | None, model: Objective) -> None:
-    """Before a run resumes from ``path`` (``ckpt_path``): the file names nothing outside the
-    registry, holds the configured objective and network family, and every weight of ``model``
-    is there in its shape; otherwise say what the checkpoint holds and what the config builds."""
-    if path is None or str(path) in LIGHTNING_CKPT_NAMES:
-        return
-    ckpt = read(path)
-    held, wanted = objective_name(ckpt["zoo_objective"]), name_of(type(model))
-    held_net, wanted_net = family(ckpt["hyper_parameters"].get("net") or {}), family(model.hparams.net)
-    if (held, held_net) != (wanted, wanted_net):
-        raise ValueError(f"ckpt_path={path} holds a {held} checkpoint ({_class_name(held)}, {held_net}), but "
-                         f"this run trains {wanted} ({_class_name(wanted)}, {wanted_net}): resume with the "
-                         f"model= of the run that wrote it")
-    # forward_net is the same network again (or its compiled wrapper): count each weight once
-    stored, own = ({k: v for k, v in state.items() if not k.startswith("forward_net.")}
-                   for state in (ckpt["state_dict"], model.state_dict()))
-    missing, unexpected = sorted(own.keys() - stored.keys()), sorted(stored.keys() - own.keys())
-    reshaped = [f"{k}: {tuple(stored[k].shape)} in the checkpoint, {tuple(own[k].shape)} configured"
-                for k in sorted(own.keys() & stored.keys())
-                if getattr(stored[k], "shape", None) is not None and stored[k].shape != own[k].shape]
-    problems = [f"{len(names)} {what} (e.g. {', '.join(names[:3])})" for names, what in (
-        (missing, "weights it lacks"), (unexpected, "weights the model has not"), (reshaped, "of another shape"))
-        if names]
-    if problems:
-        raise ValueError(f"ckpt_path={path} holds a {held} {held_net} of other sizes than configured: "
-                         f"{'; '.join(problems)}. Resume with the overrides of the run that wrote it")
-
-
 def net_state(path: str | Path) -> dict[str, Tensor]:
     """The network's weights in a zoo checkpoint (``net.*``, prefix removed)."""
     state = read(path, needs=("state_dict",))["state_dict"]
     return {k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")}
 
 
-def tokenizer_of(path: str | Path):
-    """The tokenizer a run starting from ``path`` must use: a zoo checkpoint's own, or a
-    Hugging Face checkpoint directory's (``tokenizer.json`` or ``vocab.txt``), local or
-    ``hf:<repo>``."""
-    from zoo.convert.hub import resolve
-    from zoo.data.tokenizers import HFTokenizer, tokenizer_from_state
-
-    path = resolve(path)
-    if Path(path).is_dir():
-        return HFTokenizer.from_pretrained_dir(path)
+def stored_tokenizer(path: str | Path) -> CharTokenizer | HFTokenizer | WordTokenizer:
+    """The tokenizer a zoo checkpoint holds (its state rebuilt); one that holds none is refused."""
     state = read(path, needs=("hyper_parameters",))["hyper_parameters"].get("tokenizer")
     if state is None:
         raise ValueError(f"checkpoint {path} holds no tokenizer")

@@ -7,6 +7,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from zoo.terminal import progress
+
 
 def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
     """Set to -inf every logit (B, V) outside the top k, and outside the smallest set
@@ -69,8 +71,6 @@ def generate(
     finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     steps = range(max_new_tokens)
     if show_progress:
-        from zoo.train.console import progress
-
         steps = progress(steps, "generating", total=max_new_tokens, unit="token")
     for _ in steps:
         if use_cache and cache is not None and cache.length < model.context:

@@ -1,5 +1,7 @@
 """Pictures a run leaves behind: loss and metric curves from its CSV log, a classifier's
-confusion matrix, video clips as strips of frames with their predicted and true classes."""
+confusion matrix, video clips as strips of frames with their predicted and true classes; and
+:func:`save_figure`, how every zoo picture is written (those of :mod:`zoo.viz` too). Below the
+objectives that draw them at the end of a test: it imports nothing of the zoo."""
 
 from __future__ import annotations
 

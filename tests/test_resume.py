@@ -105,32 +105,44 @@ def test_extending_a_finished_run_continues_the_data(tmp_path, shakespeare_dir, 
 
 
 @pytest.mark.slow
-def test_a_run_stopped_by_sigterm_saves_and_resumes_to_the_same_losses(tmp_path, shakespeare_dir):
+@pytest.mark.parametrize("at", [1, 33])  # the first step; one between the (absent) validations
+def test_a_run_stopped_by_sigterm_saves_and_resumes_to_the_same_losses(tmp_path, shakespeare_dir, at):
     straight, run = tmp_path / "straight", tmp_path / "run"
-    # no checkpoint before the end; metrics.csv written every step (Lightning's CSVLogger flushes every
-    # 100 by default), so the signal below arrives soon after step 25, well before 60
-    common = [*QUICK, "optim.decay_steps=60", "trainer.val_check_interval=250",
-              "+logger.csv.flush_logs_every_n_steps=1"]
+    common = [*QUICK, "optim.decay_steps=60", "trainer.val_check_interval=250"]  # no checkpoint before the end
     run_train(straight, shakespeare_dir, *common, "trainer.max_steps=60")
     env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONUNBUFFERED="1")
-    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
-                              "trainer.max_steps=100000"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not ((run / "metrics.csv").exists() and len(_losses(run)) >= 25) and time.monotonic() < deadline:
-        assert first.poll() is None
-        time.sleep(0.2)
-    first.send_signal(signal.SIGTERM)
-    assert first.wait(timeout=120) == 143
-    stopped = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
-    assert 25 <= stopped < 60
+    first = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
+                            "trainer.max_steps=60", "+callbacks.sigterm._target_=tests.sigterm_at.SigtermAt",
+                            f"+callbacks.sigterm.step={at}"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert first.returncode == 143
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == at
     run_train(run, shakespeare_dir, *common, "trainer.max_steps=60", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     a, b = _losses(straight), _losses(run)
-    # both segments, each step once: the rows the first logged past its checkpoint (if any) give way
-    assert _loss_steps(run) == list(range(60))
+    assert _loss_steps(run) == list(range(60))  # both segments, each step once
     for step in b:
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_the_test_stage_ends_the_run(tmp_path, shakespeare_dir):
+    run = tmp_path / "run"
+    env = dict(os.environ, ZOO_DATA_DIR=str(shakespeare_dir), ZOO_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONUNBUFFERED="1")
+    # two training steps, then a test stage of 20,000 batches (the test windows are data.val_batches)
+    args = [*QUICK, "trainer.max_steps=2", "trainer.limit_val_batches=1", "data.val_batches=20000", "test=true"]
+    node = subprocess.Popen([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *args], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not (run / "checkpoints" / "last.ckpt").exists() and time.monotonic() < deadline:  # written as fit ends
+        assert node.poll() is None
+        time.sleep(0.2)
+    time.sleep(3)
+    node.send_signal(signal.SIGTERM)
+    out = node.communicate(timeout=60)[0]  # it ran on for minutes before, until killed
+    assert node.returncode == 143
+    assert "`Trainer.fit` stopped: `max_steps=2` reached" in out and "SIGTERM at step 2: stopped" in out
+    assert "test/loss" not in out  # the test stage did not finish
 
 
 # --- several processes and nodes: a global batch of 8 windows, 6 + 6 steps ---------------------------

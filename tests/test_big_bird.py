@@ -123,12 +123,13 @@ def test_train_bigbird_on_wikitext_then_read_the_checkpoint(tmp_path):
     metrics = train(compose_config([
         "model=bigbird", "data=wikitext", f"paths.data_dir={tmp_path / 'data'}", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.output_dir={tmp_path / 'out'}", "data.batch_size=4", "data.seq_len=48", "data.vocab_size=120",
-        "trainer.accelerator=cpu", "trainer.max_steps=3", "trainer.val_check_interval=3", "trainer.limit_val_batches=1",
+        "trainer.accelerator=cpu", "trainer.max_steps=10", "trainer.val_check_interval=10", "trainer.limit_val_batches=1",
         "optim.warmup_steps=1", "model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=2",
         "model.net.context=64", f"model.net.mask.block_size={BLOCK}", f"model.net.mask.n_random={RANDOM}",
     ]))
-    # the reported perplexity is the loss's, and three steps already beat a uniform guess over the
-    # 120-token vocabulary (at init the MLM loss is ln 120 or above)
+    # the reported perplexity is the loss's, and ten steps beat a uniform guess over the 120-token
+    # vocabulary (at init the MLM loss is ln 120 or above; after three steps it was within 0.01 of it,
+    # a coin toss; after ten it is 0.07-0.15 below, seeds 1-3)
     assert metrics["test/ppl"] == pytest.approx(math.exp(metrics["test/loss"]), rel=1e-5)
     assert all(metrics[k] < math.log(120) for k in ("train/loss", "val/loss", "test/loss"))
     restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt")  # its BigBirdMask passes the allow-list

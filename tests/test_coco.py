@@ -30,12 +30,12 @@ def write_split(root, split: str, sizes: list[tuple[int, int]], objects: list[li
         json.dumps({"images": images, "annotations": annotations, "categories": CATEGORIES}))
 
 
-def write_layout(data_dir) -> None:
-    """Two images per split under data_dir/coco, in COCO's layout."""
+def write_layout(data_dir, copies: int = 1) -> None:
+    """Two images per split (``copies`` times) under data_dir/coco, in COCO's layout."""
     objects = [[{"bbox": [10, 20, 40, 20], "category_id": 3}, {"bbox": [0, 0, 5, 5], "category_id": 1, "iscrowd": 1}],
                [{"bbox": [50, 0, 50, 100], "category_id": 7}, {"bbox": [5, 5, 0, 10], "category_id": 1}]]
     for split in ("train2017", "val2017"):
-        write_split(data_dir / "coco", split, [(200, 100), (100, 100)], objects)
+        write_split(data_dir / "coco", split, [(200, 100), (100, 100)] * copies, objects * copies)
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_classes_images_and_boxes(coco_dir):
     # image 1 fills the square; its empty box is left out
     assert targets[1]["class_labels"].tolist() == [2]
     assert torch.allclose(targets[1]["boxes"], torch.tensor([[0.75, 0.5, 0.5, 1.0]]))
-    assert len(module.split("val")) == 2 and len(data(coco_dir, val_size=1).split("val")) == 1
+    assert len(module.dataset("val")) == 2 and len(data(coco_dir, val_size=1).dataset("val")) == 1
 
 
 def test_a_missing_layout_names_the_folder_and_the_urls(tmp_path):

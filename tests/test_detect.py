@@ -34,7 +34,7 @@ def yolos_ckpt(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def raw_image() -> torch.Tensor:
     """A shapes_detection test image, (3, 64, 64) uint8."""
-    return _data().split("test").raw(0)[0]
+    return _data().dataset("test").raw(0)[0]
 
 
 def write_png(pixels: torch.Tensor, path: Path) -> Path:
@@ -64,7 +64,7 @@ def test_detect_prints_every_box_the_network_gives_and_draws_them(yolos_ckpt, ra
     image = write_png(raw_image, tmp_path / "shapes.png")
     found = detect(capsys, yolos_ckpt, image, "threshold=0", f"out={tmp_path / 'boxes.png'}")
     # the network's own input: the image normalised as the data module does (64 px: no resizing)
-    want = expected(yolos_ckpt, _data().split("test")[0][0][None], 1.0)
+    want = expected(yolos_ckpt, _data().dataset("test")[0][0][None], 1.0)
     assert len(found) == len(want) == 10  # threshold 0: every detection token
     for got, (score, box) in zip(found, want):
         assert set(got) == {"label", "class", "score", "box"}

@@ -504,7 +504,7 @@ def test_image_text_data_reads_prompts_with_the_folder_tokenizer(tmp_path):
     tokenizer = tokenizer_of(tmp_path)
     image, end = tokenizer.token_id("<image>"), tokenizer.token_id("</s>")
     assert dm.dims["image_token_id"] == image and dm.tokenizer.pad_id == end
-    item, example = dm.items("val")[0], dm.examples["val"][0]
+    item, example = dm.dataset("val")[0], dm.examples["val"][0]
     assert item["tokens"][0] == image
     assert item["tokens"].tolist() == tokenizer.encode(example.prompt) + tokenizer.encode(example.answers[0])
     assert item["targets"][-1] == end

@@ -210,7 +210,7 @@ def test_flickr8k_reads_the_layout_and_names_a_missing_image(tmp_path):
     expected = collections.Counter(split_of(n) for n in names)
     assert len(data.examples["train"]) == 5 * expected["train"]  # one example per caption
     assert (len(data.examples["val"]), len(data.examples["test"])) == (expected["val"], expected["test"])
-    item = data.items("train")[0]
+    item = data.dataset("train")[0]
     assert item["images"].shape == (3, 32, 32)  # every photo size resized
     test = data.examples["test"] + data.examples["val"]
     assert all(len(e.answers) == 5 for e in test)
@@ -218,7 +218,7 @@ def test_flickr8k_reads_the_layout_and_names_a_missing_image(tmp_path):
     owner = next(s for s, v in data.examples.items() for k, e in enumerate(v) if e.image.args[0].name == names[0])
     index = next(k for k, e in enumerate(data.examples[owner]) if e.image.args[0].name == names[0])
     with pytest.raises(FileNotFoundError, match=names[0]):
-        data.items(owner)[index]
+        data.dataset(owner)[index]
     empty = Flickr8k(str(tmp_path / "none"), str(tmp_path / "cache"), batch_size=2, image_size=32)
     with pytest.raises(FileNotFoundError, match="captions.txt is missing.*kaggle"):
         empty.prepare_data()

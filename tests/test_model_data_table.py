@@ -156,7 +156,7 @@ def _corpus(name: str) -> Callable[[Path], None]:
 
 def _coco(data: Path) -> None:
     from test_coco import write_layout
-    write_layout(data)
+    write_layout(data, copies=2)  # 4 training images: one global batch of data.batch_size=4
 
 
 def _ucf101(data: Path) -> None:

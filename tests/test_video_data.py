@@ -16,22 +16,22 @@ from zoo.train.run import objective, train
 
 def test_clips_are_pure_functions_of_split_seed_and_index():
     dm, again = MovingShapes("unused", "unused", 4), MovingShapes("unused", "unused", 4)
-    clip, label = dm.split("train").clip(7)
-    same, same_label = again.split("train").clip(7)
+    clip, label = dm.dataset("train").clip(7)
+    same, same_label = again.dataset("train").clip(7)
     assert clip.shape == (8, 3, 32, 32) and clip.dtype == torch.uint8
     assert torch.equal(clip, same) and label == same_label
-    others = [dm.split(s).clip(7)[0] for s in ("val", "test")]
-    others.append(MovingShapes("u", "u", 4, seed=1).split("train").clip(7)[0])
+    others = [dm.dataset(s).clip(7)[0] for s in ("val", "test")]
+    others.append(MovingShapes("u", "u", 4, seed=1).dataset("train").clip(7)[0])
     assert all(not torch.equal(clip, other) for other in others)
     assert dm.dims["num_classes"] == 12 and dm.dims["class_names"][:2] == ["circle-left", "circle-right"]
-    labels = [dm.split("test").clip(i)[1] for i in range(600)]
+    labels = [dm.dataset("test").clip(i)[1] for i in range(600)]
     assert set(labels) == set(range(12)) and max(np.bincount(labels)) < 2 * min(np.bincount(labels))
 
 
 def test_the_white_shape_moves_its_labelled_way_and_a_frame_does_not_tell_it():
     dm = MovingShapes("unused", "unused", 4, distractor=0.0)
     for index in range(40):
-        clip, label = dm.split("train").clip(index)
+        clip, label = dm.dataset("train").clip(index)
         white = (clip == 255).all(dim=1)  # (T, H, W): the labelled shape
         ys, xs = torch.arange(32.0)[:, None], torch.arange(32.0)[None]
         area = white.sum(dim=(1, 2)).float()
@@ -48,7 +48,7 @@ def test_the_white_shape_moves_its_labelled_way_and_a_frame_does_not_tell_it():
 
 
 def test_distractors_are_coloured_and_bad_options_are_named():
-    clips = [MovingShapes("u", "u", 4, distractor=1.0).split("val").clip(i)[0] for i in range(10)]
+    clips = [MovingShapes("u", "u", 4, distractor=1.0).dataset("val").clip(i)[0] for i in range(10)]
     assert all(((c.amax(dim=1) > 0) & ~(c == 255).all(dim=1)).any() for c in clips)  # a non-white shape in each
     with pytest.raises(ValueError, match=r"data.directions=\['left', 'sideways'\]"):
         MovingShapes("u", "u", 4, directions=["left", "sideways"])

@@ -24,7 +24,7 @@ def wav(path: Path, rate: int = 16000, seconds: float = 0.2, fmt: str = "WAV") -
 def setup(dm):
     dm.prepare_data()
     dm.setup()
-    batch = dm._collate([dm.dataset("test")[0]])
+    batch = dm.collate_fn()([dm.dataset("test")[0]])
     assert batch.source.shape[:2] == (1, 80) and batch.references == [dm.splits["test"][0].text]
     return dm
 

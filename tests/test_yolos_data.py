@@ -23,17 +23,17 @@ def _data(**options) -> ShapesDetection:
 
 
 def test_images_are_pure_functions_of_split_seed_and_index():
-    train = _data().split("train")
+    train = _data().dataset("train")
     image, target = train.raw(7)
-    again, target_again = _data().split("train").raw(7)
+    again, target_again = _data().dataset("train").raw(7)
     assert torch.equal(image, again) and torch.equal(target["boxes"], target_again["boxes"])
     assert not torch.equal(image, train.raw(8)[0])
-    assert not torch.equal(image, _data().split("val").raw(7)[0])  # the splits draw from disjoint streams
-    assert not torch.equal(image, _data(seed=2).split("train").raw(7)[0])
+    assert not torch.equal(image, _data().dataset("val").raw(7)[0])  # the splits draw from disjoint streams
+    assert not torch.equal(image, _data(seed=2).dataset("train").raw(7)[0])
 
 
 def test_boxes_are_the_tight_boxes_of_the_shapes_inside_the_image():
-    split = _data().split("train")
+    split = _data().dataset("train")
     counts = []
     for i in range(100):
         image, target = split.raw(i)
@@ -96,7 +96,7 @@ def test_train_yolos_on_shapes_detection_a_few_steps(tmp_path):
     assert 0.0 <= metrics["test/map"] <= metrics["test/map_50"] <= 1.0 and np.isfinite(metrics["test/loss"])
     restored = load(tmp_path / "out" / "checkpoints" / "last.ckpt", accepts=("detection",))
     assert restored.hparams.class_names == list(SHAPES) and restored.hparams.eos_coefficient == 0.1
-    images = _data().split("test")[0][0][None]
+    images = _data().dataset("test")[0][0][None]
     with torch.no_grad():
         out = restored.net.eval()(images)
     assert out.logits.shape == (1, 10, 4) and ((0 < out.boxes) & (out.boxes < 1)).all()
@@ -110,7 +110,7 @@ def test_the_set_loss_teaches_a_tiny_yolos_to_detect_four_images():
     torch.manual_seed(0)
     net = build_net("yolos", ["model.net.n_layers=2", "model.net.block.d_model=64", "model.net.block.n_heads=4",
                               "model.net.embedder.n_detections=6"], {"num_classes": 3, "image_size": 64, "channels": 3})
-    batch = collate([_data().split("train")[i] for i in range(4)])
+    batch = collate([_data().dataset("train")[i] for i in range(4)])
 
     def map_50() -> float:
         mean_ap = MeanAveragePrecision(backend="faster_coco_eval")

@@ -7,8 +7,8 @@ type it yields to a CPU preset, as train.py builds it (``serve``, ``prepare_data
 recorded: ``dims``, the tokenizer's state, and for train / val / test the loader's length and its
 first ``--batches`` batches, field by field.
 
-    python tools/first_batches.py --save /tmp/batches_before.pt
-    python tools/first_batches.py --compare /tmp/batches_before.pt   # exit 1 on any difference
+    python tools/first_batches.py --cache /tmp/cache --save /tmp/batches_before.pt
+    python tools/first_batches.py --cache /tmp/cache --compare /tmp/batches_before.pt   # exit 1 on any difference
 
 Identical means ``torch.equal`` for every tensor and ``==`` for everything else.
 """
@@ -42,10 +42,10 @@ def plain(value: object) -> object:
     return value
 
 
-def record(model: str, data: str, folder: Path, batches: int) -> dict:
+def record(model: str, data: str, folder: Path, cache: Path, batches: int) -> dict:
     """What the data module of ``data``, served the batch type ``model`` reads, yields first."""
     overrides = [f"model={model}", f"data={data}", *COMMON, *DATA[data](folder), *MODELS[model],
-                 f"paths.data_dir={folder}", f"paths.cache_dir={folder.parent / 'cache'}"]
+                 f"paths.data_dir={folder}", f"paths.cache_dir={cache}"]
     cfg = compose_config(overrides)
     kind = batch_type(cfg.model, cfg.data, model, data)
     torch.manual_seed(0)  # the run's seed, which shuffles where a module names no seed of its own
@@ -63,7 +63,7 @@ def record(model: str, data: str, folder: Path, batches: int) -> dict:
     return out
 
 
-def run(batches: int, only: list[str] | None) -> dict[str, dict]:
+def run(batches: int, only: list[str] | None, cache: Path | None) -> dict[str, dict]:
     results = {}
     served = {}  # (data, batch type) -> the first model that reads it
     for model, data in CELLS:
@@ -73,7 +73,7 @@ def run(batches: int, only: list[str] | None) -> dict[str, dict]:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "data"
             folder.mkdir()
-            results[f"{data}+{kind.__name__}"] = record(model, data, folder, batches)
+            results[f"{data}+{kind.__name__}"] = record(model, data, folder, cache or Path(tmp) / "cache", batches)
         print(f"{data} ({kind.__name__}, for model={model}): recorded", flush=True)
     return results
 
@@ -105,8 +105,10 @@ def main() -> None:
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--only", nargs="*", help="data config names")
+    parser.add_argument("--cache", type=Path, help="the cache folder, kept between a --save and a --compare: a "
+                        "WordPiece trained on a tiny corpus breaks its ties differently from run to run")
     args = parser.parse_args()
-    results = run(args.batches, args.only)
+    results = run(args.batches, args.only, args.cache)
     if args.save:
         torch.save(results, args.save)
         print(f"saved the first batches of {len(results)} data modules x batch types to {args.save}")

@@ -50,7 +50,7 @@ def vqa_image(cfg: DictConfig, path: Path) -> str:
 
 def detection_image(cfg: DictConfig, path: Path) -> int:
     """Write the first shapes_detection test image to ``path``; returns how many shapes it holds."""
-    image, target = hydra.utils.instantiate(data_config("yolos", "shapes_detection", cfg)).split("test").raw(0)
+    image, target = hydra.utils.instantiate(data_config("yolos", "shapes_detection", cfg)).dataset("test").raw(0)
     Image.fromarray(image.permute(1, 2, 0).numpy()).save(path)
     return len(target["class_labels"])
 

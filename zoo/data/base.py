@@ -1,9 +1,11 @@
-"""What every data module shares: paths, the global batch size, resumable loaders."""
+"""What every data module shares: paths, the global batch size, the checkpoint's tokenizer,
+the train / val / test loaders (resumable)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import lightning as L
 import torch
@@ -12,6 +14,10 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.checks import positive_int
 from zoo.data.sampler import GlobalOrder
+from zoo.data.tokenizers import first_token
+from zoo.data.pretrained import tokenizer_of
+
+Tok = TypeVar("Tok")
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -24,18 +30,66 @@ class ZooDataModule(L.LightningDataModule):
     and ``tokenizer`` where they have one. A module that yields several types (a text corpus:
     token windows for a language model, padded sequences for a masked LM) yields
     ``batch_type``, which train.py sets (:meth:`serve`) to the one the objective accepts.
+
+    The loaders are built here, the same way for every module (:meth:`split_loader`); a module
+    says only what differs: its items (:meth:`dataset`), how they make a batch
+    (:meth:`collate_fn`) and the training order's knobs (``shuffle``, ``drop_last``,
+    ``batched``, ``order_seed``). ``tokenizer_from``: fine-tuning: the checkpoint the run
+    starts from, whose tokenizer replaces the data's own (:meth:`tokenizer_or`).
     """
 
     yields: ClassVar[tuple[type, ...]] = ()
+    shuffle: ClassVar[bool] = True  # the training split is read in a shuffled order (else as the dataset lists it)
+    drop_last: ClassVar[bool] = False  # the training split's last partial global batch is left out
+    batched: ClassVar[bool] = True  # False: each item of the dataset already is one rank's batch
 
-    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, num_workers: int = 0):
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, num_workers: int = 0,
+                 tokenizer_from: str | None = None):
         super().__init__()
         self.data_dir, self.cache_dir = Path(data_dir), Path(cache_dir)
         self.batch_size = positive_int(batch_size, "data.batch_size")  # one check for every data module
-        self.num_workers = num_workers
+        self.num_workers, self.tokenizer_from = num_workers, tokenizer_from
         self.dims: dict = {}
         self.tokenizer = None
+        self.order_seed: int | None = None  # the shuffle's seed (a module's data.seed), None: the run's seed=
         self.batch_type: type | None = self.yields[0] if self.yields else None  # serve() picks another
+
+    # --- what a data module provides --------------------------------------------------------
+    def dataset(self, split: str) -> Dataset:
+        """The items of ``split`` (train / val / test), after ``setup``."""
+        raise NotImplementedError
+
+    def collate_fn(self) -> Callable | None:
+        """What makes a batch of a list of items, in every split (None: the DataLoader's default)."""
+        return None
+
+    # --- shared -----------------------------------------------------------------------------
+    def tokenizer_or(self, own: Callable[[], Tok]) -> Tok:
+        """The tokenizer of ``tokenizer_from`` where a run fine-tunes, so that the ids mean what
+        the weights learnt; else ``own()``, the data's own vocabulary."""
+        return tokenizer_of(self.tokenizer_from) if self.tokenizer_from else own()
+
+    def role_token(self, names: Sequence[str], role: str) -> str:
+        """The first of ``names`` that the tokenizer has (checkpoints name their specials their own
+        way); none is an error naming the role and ``tokenizer_from``."""
+        return first_token(self.tokenizer, names, role, self.tokenizer_from)
+
+    def split_loader(self, split: str) -> StatefulDataLoader:
+        """The loader of ``split``: :meth:`loader` over :meth:`dataset`, the training split in its
+        resumable global order with this module's knobs."""
+        train = split == "train"
+        return self.loader(self.dataset(split), shuffle=train and self.shuffle, seed=self.order_seed,
+                           batched=self.batched, train=train, drop_last=train and self.drop_last,
+                           collate_fn=self.collate_fn())
+
+    def train_dataloader(self) -> StatefulDataLoader:
+        return self.split_loader("train")
+
+    def val_dataloader(self) -> StatefulDataLoader:
+        return self.split_loader("val")
+
+    def test_dataloader(self) -> StatefulDataLoader:
+        return self.split_loader("test")
 
     def serve(self, batch_type: type) -> None:
         """Yield ``batch_type`` batches (one of :attr:`yields`); call before ``setup``."""

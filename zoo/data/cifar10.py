@@ -56,6 +56,7 @@ class CIFAR10(ZooDataModule):
     """
 
     yields = (ImageLabels,)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, val_size: int = 5000, seed: int = 1337,
                  crop_padding: int = 4, flip: bool = True, randaugment: str | None = None,
@@ -121,17 +122,11 @@ class CIFAR10(ZooDataModule):
         if image_shape != (3, 32, 32):
             raise ValueError(f"CIFAR-10 images in {self.data_dir} are {image_shape} (C, H, W), expected (3, 32, 32)")
 
-    def _dataset(self, split: str) -> InMemoryImages:
+    def dataset(self, split: str) -> InMemoryImages:
         images, labels = self.splits[split]
         if split == "train":
             return InMemoryImages(images, labels, MEAN, STD, augment=True, **self.augmentation)
         return InMemoryImages(images, labels, MEAN, STD)
 
-    def train_dataloader(self):
-        return self.loader(self._dataset("train"), shuffle=True, train=True, drop_last=True, collate_fn=collate_batch)
-
-    def val_dataloader(self):
-        return self.loader(self._dataset("val"), collate_fn=collate_batch)
-
-    def test_dataloader(self):
-        return self.loader(self._dataset("test"), collate_fn=collate_batch)
+    def collate_fn(self):
+        return collate_batch

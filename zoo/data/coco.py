@@ -103,6 +103,7 @@ class Coco(ZooDataModule):
     """
 
     yields = (ImageBoxes,)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int = 512, val_size: int = 500,
                  max_objects: int = 100, num_workers: int = 0):
@@ -138,16 +139,10 @@ class Coco(ZooDataModule):
                      "class_names": [c["name"] for c in categories], "max_objects": self.max_objects,
                      "pixel_mean": MEAN, "pixel_std": STD}
 
-    def split(self, name: str) -> Dataset:
+    def dataset(self, name: str) -> Dataset:
         folder = "train2017" if name == "train" else "val2017"
         images = CocoImages(self.root / folder, self._annotations(folder), self.image_size, self.class_of)
         return Subset(images, range(min(self.val_size, len(images)))) if name == "val" else images
 
-    def train_dataloader(self):
-        return self.loader(self.split("train"), shuffle=True, drop_last=True, collate_fn=collate)
-
-    def val_dataloader(self):
-        return self.loader(self.split("val"), collate_fn=collate)
-
-    def test_dataloader(self):
-        return self.loader(self.split("test"), collate_fn=collate)
+    def collate_fn(self):
+        return collate

@@ -149,6 +149,8 @@ class FSDD(SpeechDataModule):
         seed: makes the utterances (and so the test set) reproducible.
     """
 
+    shuffle = False  # in order: consecutive training items form the length buckets (and are random already)
+
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, train_batches: int, max_digits: int = 4,
                  val_takes: int = 5, val_passes: int = 1, test_passes: int = 3,
                  gap: tuple[float, float] = (0.05, 0.3), gain: tuple[float, float] | None = (0.5, 1.5),
@@ -185,10 +187,6 @@ class FSDD(SpeechDataModule):
                                   **common),
             "test": DigitSequences(takes(0, N_TEST_TAKES), seed=self.seed + 2, passes=self.test_passes, **common),
         }
-
-    def train_dataloader(self):
-        # In order: consecutive items form the length buckets (and are random already).
-        return self.loader(self.dataset("train"), train=True, collate_fn=self._collate)
 
     def tokenizer_texts(self) -> list[str]:
         return [" ".join(WORDS)]  # every transcript is made of these words

@@ -21,8 +21,7 @@ from torch.utils.data import Dataset
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, ImageText
 from zoo.data.images import to_tensor
-from zoo.data.tokenizers import HFTokenizer, WordTokenizer, first_token
-from zoo.data.pretrained import tokenizer_of
+from zoo.data.tokenizers import HFTokenizer, WordTokenizer
 
 # What a checkpoint's own tokenizer (a Hugging Face LLaVA folder's) calls the tokens the items
 # place, first match wins: the image placeholder, the end of an answer (Llama 2's, GPT-2's,
@@ -97,47 +96,34 @@ class ImageTextData(ZooDataModule):
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
-        self.image_size, self.resize, self.tokenizer_from = image_size, resize, tokenizer_from
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
+        self.image_size, self.resize = image_size, resize
         self.examples: dict[str, list[Example]] = {}
-
-    def _checkpoint_tokenizer(self, own: WordTokenizer) -> HFTokenizer | WordTokenizer:
-        """The tokenizer of ``tokenizer_from``, which must know every word of ``own`` (the
-        data's vocabulary) if it is a word vocabulary: a checkpoint's words are fixed, and
-        the ones it lacks would all read as ``<unk>``."""
-        tokenizer = tokenizer_of(self.tokenizer_from)
-        if isinstance(tokenizer, HFTokenizer):
-            return tokenizer.with_roles(**{role: first_token(tokenizer, names, role, self.tokenizer_from)
-                                           for role, names in ROLES.items()})
-        if not isinstance(tokenizer, WordTokenizer):
-            raise ValueError(f"the tokenizer of {self.tokenizer_from} is a {type(tokenizer).__name__}: image-text "
-                             "data reads a word vocabulary or a Hugging Face tokenizer")
-        if missing := sorted(set(own.words) - set(tokenizer.words)):
-            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {len(missing)} word(s) of "
-                             f"{type(self).__name__}'s vocabulary ({missing[:10]}): they would all read as <unk>")
-        return tokenizer
 
     def _set_tokenizer_and_dims(self) -> None:
         """The checkpoint's tokenizer where there is one (``tokenizer_from``), then what the
         model config reads: the vocabulary, the ``<image>`` id, the prompt template (kept in
-        checkpoints for ``zoo.cli.answer``) and how answers are scored."""
-        if self.tokenizer_from:
-            self.tokenizer = self._checkpoint_tokenizer(self.tokenizer)
+        checkpoints for ``zoo.cli.answer``) and how answers are scored.
+
+        A checkpoint's Hugging Face tokenizer has its tokens for the roles found by name; a word
+        vocabulary must know every word of the data's own (``self.tokenizer`` when called): a
+        checkpoint's words are fixed, and the ones it lacks would all read as ``<unk>``."""
+        own = self.tokenizer
+        self.tokenizer = self.tokenizer_or(lambda: own)
+        if isinstance(self.tokenizer, HFTokenizer):
+            self.tokenizer = self.tokenizer.with_roles(**{role: self.role_token(names, role)
+                                                          for role, names in ROLES.items()})
+        elif not isinstance(self.tokenizer, WordTokenizer):
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} is a {type(self.tokenizer).__name__}: image-"
+                             "text data reads a word vocabulary or a Hugging Face tokenizer")
+        elif missing := sorted(set(own.words) - set(self.tokenizer.words)):
+            raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {len(missing)} word(s) of "
+                             f"{type(self).__name__}'s vocabulary ({missing[:10]}): they would all read as <unk>")
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "image_token_id": self.tokenizer.image_id,
                      "prompt": self.prompt, "metric": self.metric}
 
-    def items(self, split: str) -> ImageTextItems:
+    def dataset(self, split: str) -> ImageTextItems:
         return ImageTextItems(self.examples[split], self.tokenizer, self.image_size, self.resize)
 
-    def _loader(self, split: str, shuffle: bool = False):
-        return self.loader(self.items(split), shuffle=shuffle, train=split == "train",
-                           collate_fn=partial(collate, pad_id=self.tokenizer.pad_id))
-
-    def train_dataloader(self):
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self):
-        return self._loader("val")
-
-    def test_dataloader(self):
-        return self._loader("test")
+    def collate_fn(self):
+        return partial(collate, pad_id=self.tokenizer.pad_id)

@@ -113,6 +113,7 @@ class MovingShapes(ZooDataModule):
     """
 
     yields = (VideoClips,)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, frames: int = 8, image_size: int = 32,
                  shapes: list[str] = SHAPES, directions: list[str] = tuple(DIRECTIONS), distractor: float = 0.5,
@@ -129,20 +130,12 @@ class MovingShapes(ZooDataModule):
         if not 0 <= speed[0] <= speed[1]:
             raise ValueError(f"data.speed={list(speed)}: expected 0 <= low <= high (px per frame)")
         self.seed, self.sizes = seed, {"train": train_size, "val": val_size, "test": test_size}
+        self.order_seed = seed
         self.options = {"frames": frames, "size": image_size, "shapes": shapes, "directions": directions,
                         "distractor": distractor, "radius": tuple(radius), "speed": tuple(speed)}
         self.dims = {"num_classes": len(shapes) * len(directions), "num_frames": frames, "image_size": image_size,
                      "channels": 3, "class_names": [f"{s}-{d}" for s in shapes for d in directions],
                      "pixel_mean": MEAN, "pixel_std": STD}
 
-    def split(self, name: str) -> MovingShapesClips:
+    def dataset(self, name: str) -> MovingShapesClips:
         return MovingShapesClips(name, self.sizes[name], self.seed, **self.options)
-
-    def train_dataloader(self):
-        return self.loader(self.split("train"), shuffle=True, seed=self.seed, drop_last=True)
-
-    def val_dataloader(self):
-        return self.loader(self.split("val"))
-
-    def test_dataloader(self):
-        return self.loader(self.split("test"))

@@ -19,14 +19,12 @@ from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
-from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
-from zoo.data.pretrained import tokenizer_of
-from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, first_token, present_ids, train_bpe
+from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, present_ids, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
@@ -135,15 +133,16 @@ class Multi30k(ZooDataModule):
     """
 
     yields = (SequencePairs,)
+    batched = False  # each item of LengthBuckets is one rank's batch; under DDP the ranks take turns
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, src: str = "de", tgt: str = "en",
                  vocab_size: int = 8000, max_len: int = 256, prefix: str = "", test_split: str = "test_2016_flickr",
                  seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if {src, tgt} != {"de", "en"}:
             raise ValueError(f"Multi30k task 1 has de and en; got src={src!r}, tgt={tgt!r}")
         self.src, self.tgt, self.vocab_size, self.max_len = src, tgt, vocab_size, max_len
-        self.prefix, self.seed, self.tokenizer_from = prefix, seed, tokenizer_from
+        self.prefix, self.seed, self.order_seed = prefix, seed, seed
         self.files = {split: name for split, name in SPLITS.items()}
         self.files["test"] = test_split
         self.root = self.data_dir / "multi30k" / "raw"
@@ -158,9 +157,8 @@ class Multi30k(ZooDataModule):
                 path = self.path(split, lang)
                 ensure_file(path, URL.format(name=path.name))
 
-    def _tokenizer(self) -> HFTokenizer:
-        if self.tokenizer_from:
-            return tokenizer_of(self.tokenizer_from)
+    def _bpe(self) -> HFTokenizer:
+        """A joint BPE trained on both languages of the training split, cached."""
         files = [self.path("train", lang) for lang in ("de", "en")]
         digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
         cache = self.cache_dir / "multi30k" / f"bpe{self.vocab_size}-{digest}.json"
@@ -170,8 +168,8 @@ class Multi30k(ZooDataModule):
     def _specials(self) -> tuple[int, int, int]:
         """The (pad, start, end) ids of the tokenizer, found by role; without a start token the
         decoder starts from the pad token, as T5's does."""
-        tok, source = self.tokenizer, self.tokenizer_from
-        pad, eos = (tok.token_id(first_token(tok, names, role, source))
+        tok = self.tokenizer
+        pad, eos = (tok.token_id(self.role_token(names, role))
                     for names, role in ((TEXT_PAD, "padding"), (TEXT_END, "end-of-sequence")))
         return pad, next(iter(present_ids(tok, TEXT_START).values()), pad), eos
 
@@ -190,7 +188,7 @@ class Multi30k(ZooDataModule):
                 if not self.path(split, lang).exists():
                     raise FileNotFoundError(f"{self.path(split, lang)} is missing: run prepare_data() or put the "
                                             f"official file ({URL.format(name=self.path(split, lang).name)}) there")
-        self.tokenizer = self._tokenizer()
+        self.tokenizer = self.tokenizer_or(self._bpe)
         for split in self.files:
             src, tgt = read_parallel(self.path(split, self.src), self.path(split, self.tgt))
             source = self._truncate(self.tokenizer.encode_batch([self.prefix + s for s in src]),
@@ -200,18 +198,8 @@ class Multi30k(ZooDataModule):
         pad, bos, eos = self._specials()
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 
-    def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:
-        batches = LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle)
-        d = self.dims
-        # Each dataset item is already a batch of this rank's size; under DDP the ranks take turns.
-        return self.loader(batches, shuffle=shuffle, seed=self.seed, batched=False, train=split == "train",
-                           collate_fn=Collate(d["pad_id"], d["bos_id"], d["eos_id"]))
+    def dataset(self, split: str) -> LengthBuckets:
+        return LengthBuckets(self.pairs[split], self.rank_batch_size, self.seed, shuffle=split == "train")
 
-    def train_dataloader(self):
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self):
-        return self._loader("val", shuffle=False)
-
-    def test_dataloader(self):
-        return self._loader("test", shuffle=False)
+    def collate_fn(self) -> Collate:
+        return Collate(self.dims["pad_id"], self.dims["bos_id"], self.dims["eos_id"])

@@ -91,6 +91,7 @@ class ShapesDetection(ZooDataModule):
     """
 
     yields = (ImageBoxes,)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int = 64,
                  shapes: list[str] = SHAPES, max_objects: int = 6, radius: tuple[float, float] = (4.0, 12.0),
@@ -106,18 +107,13 @@ class ShapesDetection(ZooDataModule):
             raise ValueError(f"data.radius={list(radius)}: expected 1 <= low <= high < (image_size - 2) / 2 "
                              f"= {(image_size - 2) / 2}")
         self.seed, self.sizes = seed, {"train": train_size, "val": val_size, "test": test_size}
+        self.order_seed = seed
         self.options = {"size": image_size, "shapes": shapes, "max_objects": max_objects, "radius": tuple(radius)}
         self.dims = {"num_classes": len(shapes), "image_size": image_size, "channels": 3, "class_names": shapes,
                      "max_objects": max_objects, "pixel_mean": MEAN, "pixel_std": STD}
 
-    def split(self, name: str) -> ShapesDetectionImages:
+    def dataset(self, name: str) -> ShapesDetectionImages:
         return ShapesDetectionImages(name, self.sizes[name], self.seed, **self.options)
 
-    def train_dataloader(self):
-        return self.loader(self.split("train"), shuffle=True, seed=self.seed, drop_last=True, collate_fn=collate)
-
-    def val_dataloader(self):
-        return self.loader(self.split("val"), collate_fn=collate)
-
-    def test_dataloader(self):
-        return self.loader(self.split("test"), collate_fn=collate)
+    def collate_fn(self):
+        return collate

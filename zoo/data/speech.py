@@ -12,6 +12,7 @@ import hashlib
 import logging
 import random
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -24,8 +25,7 @@ from torch.utils.data import Dataset
 from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, AudioText
-from zoo.data.tokenizers import CharTokenizer, first_token, train_bpe
-from zoo.data.pretrained import tokenizer_of
+from zoo.data.tokenizers import CharTokenizer, HFTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder
 
 log = logging.getLogger(__name__)
@@ -186,14 +186,14 @@ class SpeechDataModule(ZooDataModule):
                  pad_audio: bool = False,
                  skip_bad_files: bool = False, spec_augment: dict | None = None, lowercase: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if tokenizer not in ("char", "bpe"):
             raise ValueError(f"data.tokenizer={tokenizer!r}: expected 'char' or 'bpe'")
         self.tokenizer_kind, self.bpe_vocab_size = tokenizer, bpe_vocab_size
         self.max_samples = int(max_seconds * SAMPLE_RATE)
         self.long_audio, self.skip_bad_files, self.lowercase = long_audio, skip_bad_files, lowercase
         self.pad_audio = pad_audio
-        self.spec_augment, self.tokenizer_from = spec_augment, tokenizer_from
+        self.spec_augment = spec_augment
         self.splits: dict[str, Sequence[Example]] = {}
 
     # --- what a corpus provides -------------------------------------------------------
@@ -217,40 +217,27 @@ class SpeechDataModule(ZooDataModule):
         empty = [name for name, examples in self.splits.items() if len(examples) == 0]
         if empty:
             raise ValueError(f"{type(self).__name__}: no examples in split(s) {empty} under {self.data_dir}")
-        self.tokenizer, specials = self._tokenizer()
-        pad, bos, eos = (self.tokenizer.token_id(t) for t in specials)
+        self.tokenizer = self.tokenizer_or(self._own_tokenizer)
+        # The own tokenizers hold SPECIALS, the first names of each role.
+        pad, bos, eos = (self.tokenizer.token_id(self.role_token(names, role))
+                         for names, role in ((PAD, "padding"), (START, "start-of-transcript"), (END, "end-of-text")))
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "n_mels": N_MELS, "pad_id": pad, "bos_id": bos,
                      "eos_id": eos, "audio_window": self.max_samples if self.pad_audio else None}
 
-    def _tokenizer(self):
-        """(the transcript tokenizer, its (pad, start, end) tokens): the checkpoint's
-        (``tokenizer_from``), or one built from this corpus as ``tokenizer`` says."""
-        if self.tokenizer_from:
-            tokenizer = tokenizer_of(self.tokenizer_from)
-            return tokenizer, tuple(first_token(tokenizer, names, role, self.tokenizer_from)
-                                    for names, role in ((PAD, "padding"), (START, "start-of-transcript"),
-                                                        (END, "end-of-text")))
+    def _own_tokenizer(self) -> CharTokenizer | HFTokenizer:
+        """The transcript tokenizer built from this corpus as ``tokenizer`` says."""
         texts = self.tokenizer_texts()
         if self.tokenizer_kind == "char":  # the alphabet of every split, so that no character is unknown
             alphabet = "".join(texts) + "".join(e.text for examples in self.splits.values() for e in examples)
-            return CharTokenizer.from_text(alphabet, specials=SPECIALS), SPECIALS
+            return CharTokenizer.from_text(alphabet, specials=SPECIALS)
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
         cache = self.cache_dir / "speech" / f"{type(self).__name__.lower()}-bpe{self.bpe_vocab_size}-{digest}.json"
-        return train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS), SPECIALS
+        return train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS)
 
     def dataset(self, split: str) -> SpeechExamples:
         augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None
         return SpeechExamples(self.splits[split], self.tokenizer, self.max_samples, self.long_audio,
                               self.skip_bad_files, augment, self.pad_audio)
 
-    def _collate(self, items):
-        return collate(items, self.dims["bos_id"], self.dims["eos_id"], self.dims["pad_id"])
-
-    def train_dataloader(self):
-        return self.loader(self.dataset("train"), shuffle=True, train=True, collate_fn=self._collate)
-
-    def val_dataloader(self):
-        return self.loader(self.dataset("val"), collate_fn=self._collate)
-
-    def test_dataloader(self):
-        return self.loader(self.dataset("test"), collate_fn=self._collate)
+    def collate_fn(self) -> partial:
+        return partial(collate, bos_id=self.dims["bos_id"], eos_id=self.dims["eos_id"], pad_id=self.dims["pad_id"])

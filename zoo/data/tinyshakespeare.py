@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset
 
-from zoo.data.pretrained import tokenizer_of
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.checks import utf8_text
@@ -40,12 +39,13 @@ class TinyShakespeare(ZooDataModule):
     """
 
     yields = (TokenWindows, PaddedTokens)
+    shuffle = False  # the windows are drawn at random already
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int,
                  train_batches: int, val_batches: int, seed: int = 1337, check: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
-        self.block_size, self.seed, self.check, self.tokenizer_from = block_size, seed, check, tokenizer_from
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
+        self.block_size, self.seed, self.check = block_size, seed, check
         self.train_batches, self.val_batches = train_batches, val_batches
         self.path = self.data_dir / "tinyshakespeare" / "input.txt"
         self.splits: dict[str, torch.Tensor] = {}
@@ -61,8 +61,7 @@ class TinyShakespeare(ZooDataModule):
         text = utf8_text(self.path.read_bytes(), self.path)
         # Only a masked LM needs specials: a language model's vocabulary stays one id per character.
         specials = MLM_SPECIALS if self.batch_type is PaddedTokens else ()
-        self.tokenizer = (tokenizer_of(self.tokenizer_from) if self.tokenizer_from
-                          else CharTokenizer.from_text(text, specials))
+        self.tokenizer = self.tokenizer_or(lambda: CharTokenizer.from_text(text, specials))
         ids = torch.tensor(self.tokenizer.encode(text), dtype=torch.uint8 if self.tokenizer.vocab_size <= 256 else torch.int32)
         n = int(0.9 * len(ids))
         if min(n, len(ids) - n) <= self.block_size + 1:  # RandomWindows' need, said here with the file's name
@@ -75,14 +74,11 @@ class TinyShakespeare(ZooDataModule):
             ids = [self.tokenizer.token_id(t) for t in MLM_SPECIALS]
             self.dims |= {"pad_id": ids[0], "mask_id": ids[1], "special_ids": ids}
 
-    def _windows(self, split: str, batches: int, seed: int) -> Dataset:
-        windows = RandomWindows(self.splits[split], self.block_size, batches * self.batch_size, seed)
+    def dataset(self, split: str) -> Dataset:
+        """Random windows: ``train_batches`` global batches of the train split, or ``val_batches``
+        of the val split (for val and test alike)."""
+        train = split == "train"
+        batches, seed = (self.train_batches, self.seed) if train else (self.val_batches, self.seed + 1)
+        windows = RandomWindows(self.splits["train" if train else "val"], self.block_size, batches * self.batch_size,
+                                seed)
         return windows if self.batch_type is TokenWindows else Unpadded(windows)
-
-    def train_dataloader(self):
-        return self.loader(self._windows("train", self.train_batches, self.seed), train=True)
-
-    def val_dataloader(self):
-        return self.loader(self._windows("val", self.val_batches, self.seed + 1))
-
-    test_dataloader = val_dataloader

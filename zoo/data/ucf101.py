@@ -60,6 +60,7 @@ class UCF101(ZooDataModule):
     """
 
     yields = (VideoClips,)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, frames: int = 8, image_size: int = 32,
                  fold: int = 1, val_groups: int = 2, resize: bool = True, flip: bool = True, num_workers: int = 0):
@@ -135,15 +136,6 @@ class UCF101(ZooDataModule):
         self.splits = {"train": self._decode(train, "train"), "test": self._decode(test, "test")}
         self.splits["val"] = self._decode(val, "val") if val else self.splits["test"]
 
-    def _dataset(self, split: str) -> InMemoryClips:
+    def dataset(self, split: str) -> InMemoryClips:
         clips, labels = self.splits[split]
         return InMemoryClips(clips, labels, MEAN, STD, flip=self.flip and split == "train")
-
-    def train_dataloader(self):
-        return self.loader(self._dataset("train"), shuffle=True, drop_last=True)
-
-    def val_dataloader(self):
-        return self.loader(self._dataset("val"))
-
-    def test_dataloader(self):
-        return self.loader(self._dataset("test"))

@@ -25,8 +25,7 @@ from torch.utils.data import Dataset
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
-from zoo.data.pretrained import tokenizer_of
-from zoo.data.tokenizers import HFTokenizer, first_token, present_ids
+from zoo.data.tokenizers import HFTokenizer, present_ids
 from zoo.data.windows import StreamWindows
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
@@ -121,15 +120,16 @@ class WikiText(ZooDataModule):
     """
 
     yields = (PaddedTokens, TokenWindows)
+    drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, name: str = "wikitext-2",
                  seq_len: int = 128, vocab_size: int = 8192, wrap: bool = True, lowercase: bool = True,
                  tokenizer_from: str | None = None, num_workers: int = 0):
-        super().__init__(data_dir, cache_dir, batch_size, num_workers)
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if name not in ARCHIVES:
             raise ValueError(f"data.name={name!r}: expected one of {sorted(ARCHIVES)}")
         self.name, self.seq_len, self.vocab_size, self.wrap = name, seq_len, vocab_size, wrap
-        self.lowercase, self.tokenizer_from = lowercase, tokenizer_from
+        self.lowercase = lowercase
         self.splits: dict[str, PackedSequences | StreamWindows] = {}
 
     def prepare_data(self) -> None:
@@ -160,9 +160,8 @@ class WikiText(ZooDataModule):
             raise RuntimeError(f"{path} holds no text: the file is truncated or not a WikiText file")
         return articles
 
-    def _load_tokenizer(self, train_articles: list[str]) -> HFTokenizer:
-        if self.tokenizer_from:
-            return tokenizer_of(self.tokenizer_from)
+    def _wordpiece(self, train_articles: list[str]) -> HFTokenizer:
+        """A WordPiece trained on the train split, cached."""
         train = split_path(self.data_dir, self.name, "train")
         # The cache key names what the vocabulary depends on: the variant, its train file, the settings.
         fingerprint = hashlib.sha256(f"{train.stat().st_size}{self.lowercase}{SPECIAL_TOKENS}".encode()
@@ -181,12 +180,12 @@ class WikiText(ZooDataModule):
         if self.splits:
             return
         articles = {split: self._articles(split) for split in SPLIT_FILES}
-        self.tokenizer = tok = self._load_tokenizer(articles["train"])
+        self.tokenizer = tok = self.tokenizer_or(lambda: self._wordpiece(articles["train"]))
         ids = present_ids(tok, SPECIAL_TOKENS)
         windows = self.batch_type is TokenWindows
         if windows:  # a causal LM's own tokenizer (GPT-2's, Llama's) has none of BERT's specials but its end of text
             # data=wikitext ends each article of the token stream with the first of them the tokenizer has
-            end = tok.token_id(first_token(tok, END_OF_TEXT, "end-of-text", self.tokenizer_from))
+            end = tok.token_id(self.role_token(END_OF_TEXT, "end-of-text"))
         elif missing := [name for name in SPECIAL_TOKENS if name not in ids]:
             raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {missing}: data=wikitext's padded "
                              f"sequences (BERT's format) need {SPECIAL_TOKENS}")
@@ -206,11 +205,5 @@ class WikiText(ZooDataModule):
         if windows:
             self.dims["sep_id"] = end  # what ends each article in the stream
 
-    def train_dataloader(self):
-        return self.loader(self.splits["train"], shuffle=True, train=True, drop_last=True)
-
-    def val_dataloader(self):
-        return self.loader(self.splits["val"])
-
-    def test_dataloader(self):
-        return self.loader(self.splits["test"])
+    def dataset(self, split: str) -> PackedSequences | StreamWindows:
+        return self.splits[split]

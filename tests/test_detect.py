@@ -18,6 +18,7 @@ from zoo.cli.commands import call
 from zoo.data.coco import letterbox
 from zoo.data.images import to_tensor
 from zoo.data.moving_shapes import SHAPES
+from zoo.nn.detection import DetectionEmbedder
 from zoo.objectives.loading import load
 from zoo.train.run import train
 from zoo.viz.attention_maps import detection_heat
@@ -147,15 +148,16 @@ def test_an_unreadable_image_is_named(yolos_ckpt, tmp_path):
 
 
 def test_detection_heat_is_each_detection_tokens_last_layer_look_over_the_patches():
-    """[CLS, 4 patches, 2 detection tokens]: in the last layer token det0 reads patch 2 in one head and
-    patch 3 in the other, det1 reads the CLS and patch 0; earlier layers do not count."""
-    n_patches, n_detections = 4, 2
-    length = 1 + n_patches + n_detections
+    """[CLS, 2 x 2 patches, 2 detection tokens]: in the last layer token det0 reads patch (1, 0) in one
+    head and patch (1, 1) in the other, det1 reads the CLS and patch (0, 0); earlier layers do not count."""
+    positions = DetectionEmbedder(image_size=8, patch_size=4, d_model=4, n_detections=2).describe_positions(None)
+    length = len(positions)
+    assert length == 1 + 4 + 2
     last = torch.zeros(1, 2, length, length)
     last[0, 0, 5, 1 + 2] = last[0, 1, 5, 1 + 3] = 1.0
     last[0, :, 6, 0] = last[0, :, 6, 1] = 0.5
-    heat = detection_heat([torch.rand(1, 2, length, length), last], n_patches, n_detections)
-    assert torch.equal(heat, torch.tensor([[0.0, 0.0, 0.5, 0.5], [0.5, 0.0, 0.0, 0.0]]))
+    heat = detection_heat([torch.rand(1, 2, length, length), last], positions)
+    assert torch.equal(heat, torch.tensor([[[0.0, 0.0], [0.5, 0.5]], [[0.5, 0.0], [0.0, 0.0]]]))
 
 
 def test_attention_maps_of_a_detector_show_each_detection_tokens_look(yolos_ckpt, raw_image, tmp_path, capsys):

@@ -520,10 +520,10 @@ def test_image_text_tokenizer_without_an_image_token_is_refused(tmp_path):
 def test_image_text_checkpoint_vocabulary_missing_words_is_refused(tmp_path, monkeypatch):
     """A zoo checkpoint's word vocabulary that lacks the data's words (stage 1 on captions, then
     shapes): refused, naming the words, rather than reading them all as <unk>."""
-    import zoo.data.image_text as image_text
+    import zoo.data.base as base
 
     captions = WordTokenizer.from_texts(["a photo of a cat"])
-    monkeypatch.setattr(image_text, "tokenizer_of", lambda path: captions)
+    monkeypatch.setattr(base, "tokenizer_of", lambda path: captions)
     with pytest.raises(ValueError, match=r"lacks \d+ word\(s\) of ShapesVQA's vocabulary \(\[':', '\?', 'answer', "):
         shapes_vqa(tmp_path)
 

@@ -16,8 +16,7 @@ from omegaconf import DictConfig
 
 from zoo.data.batches import AudioText, ImageBoxes, ImageLabels, ImageText, PaddedTokens, SequencePairs, TokenWindows
 from zoo.objectives.loading import load
-from zoo.viz.attention_maps import (detection_maps, image_maps, image_question_maps, run_title, speech_maps,
-                                   text_maps, translation_maps)
+from zoo.viz.attention_maps import attention_maps, run_title
 
 # The input that shows the attention of a model trained on each batch type.
 INPUT_OF_BATCH = {TokenWindows: "text", PaddedTokens: "text", SequencePairs: "text", AudioText: "audio",
@@ -41,16 +40,6 @@ def main(cfg: DictConfig) -> None:
                          f"({type(objective).__name__}), but {kind} input was given")
     out, title = Path(cfg.out), run_title(cfg.ckpt)
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "text":
-        cross = any(tower.cross_attention for tower in objective.net.towers.values())  # an encoder-decoder
-        maker = translation_maps if cross else text_maps
-        paths = maker(objective, str(cfg.text), out, title)
-    elif kind == "audio":
-        paths = speech_maps(objective, cfg.audio, out, title)
-    elif kind == "image":
-        maker = detection_maps if ImageBoxes in type(objective).accepts else image_maps
-        paths = maker(objective, cfg.image, out, title)
-    else:
-        paths = image_question_maps(cfg.ckpt, cfg.image, str(cfg.question), out, title)
-    for path in paths:
+    question = None if cfg.question is None else str(cfg.question)
+    for path in attention_maps(objective, cfg.ckpt, given[0], str(cfg[given[0]]), question, out, title):
         print(f"wrote {path}")

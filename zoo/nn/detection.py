@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from zoo.nn.embedders import PatchEmbedder
+from zoo.nn.embedders import PatchEmbedder, Position
 from zoo.nn.positions import LearnedPositions
 
 
@@ -36,6 +36,10 @@ class DetectionEmbedder(PatchEmbedder):
     def output_length(self, images: Tensor) -> int:
         """Vectors per image: the CLS, the patches and the detection tokens."""
         return self.max_len
+
+    def describe_positions(self, images: Tensor) -> list[Position]:
+        """The CLS token, the patches (row, column), then the detection tokens."""
+        return super().describe_positions(images) + [Position("detection", (q,)) for q in range(self.n_detections)]
 
     def forward(self, images: Tensor, start: int = 0) -> Tensor:
         """images (B, C, H, W) -> (B, 1 + N + n_detections, D), N = (H / patch)^2."""

@@ -1,18 +1,30 @@
 """Input embedders: how an input becomes a sequence of d_model vectors (B, L, D).
 
 One class per kind of input. Each takes ``start`` (the position of the first
-input, for incremental decoding with a KV cache).
+input, for incremental decoding with a KV cache), and says what each of its output
+positions is (``describe_positions``: a :class:`Position` each), which the attention maps label.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.nn.positions import LearnedPositions, SinusoidalPositions
+
+
+class Position(NamedTuple):
+    """What one output position of an embedder is: ``kind`` and its ``index``.
+
+    ``token`` (the id,), ``cls`` (), ``patch`` (row, column), ``detection`` (the token's number,),
+    ``frame`` (the first log-mel frame it reads,), ``image`` (the image token's number,)."""
+
+    kind: str
+    index: tuple[int, ...] = ()
 
 
 def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
@@ -63,6 +75,10 @@ class TokenEmbedder(nn.Module):
     def output_length(self, tokens: Tensor) -> int:
         """Vectors for ``tokens`` (B, L): one per token."""
         return tokens.shape[-1]
+
+    def describe_positions(self, tokens: Tensor) -> list[Position]:
+        """tokens (1, L) -> a ``token`` position per id."""
+        return [Position("token", (int(t),)) for t in tokens[0]]
 
     def forward(self, tokens: Tensor, start: int = 0, segments: Tensor | None = None,
                 inserted: tuple[Tensor, Tensor] | None = None) -> Tensor:
@@ -120,6 +136,12 @@ class PatchEmbedder(nn.Module):
     def output_length(self, images: Tensor) -> int:
         """Vectors per image: the patches, and the CLS token."""
         return self.n_patches + int(self.cls is not None)
+
+    def describe_positions(self, images: Tensor) -> list[Position]:
+        """The CLS token (if any), then the patches row by row as (row, column)."""
+        side = self.image_size // self.patch_size
+        return [Position("cls")] * int(self.cls is not None) + [Position("patch", divmod(i, side))
+                                                                for i in range(self.n_patches)]
 
     def forward(self, images: Tensor, start: int = 0) -> Tensor:
         """images (B, C, H, W) -> (B, 1 + N, D), N = (H / patch)^2."""
@@ -179,6 +201,10 @@ class AudioEmbedder(nn.Module):
     def output_length(self, features: Tensor) -> int:
         """Sequence length of the output for ``features`` (B, n_mels, T)."""
         return self.positions_for(features.shape[-1])
+
+    def describe_positions(self, features: Tensor) -> list[Position]:
+        """features (1, n_mels, T) -> a ``frame`` position per output vector (every ``stride``-th frame)."""
+        return [Position("frame", (t * self.stride,)) for t in range(self.output_length(features))]
 
     def forward(self, features: Tensor, start: int = 0) -> Tensor:
         """features (B, n_mels, T) -> (B, ceil(T / 2), D)."""

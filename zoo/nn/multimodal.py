@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from zoo.nn.embedders import TokenEmbedder
+from zoo.nn.embedders import Position, TokenEmbedder
 
 
 class Projector(nn.Sequential):
@@ -104,6 +104,14 @@ class MultimodalEmbedder(nn.Module):
     def output_length(self, tokens: Tensor) -> int:
         """Vectors for ``tokens`` (B, L), image placeholders already expanded: one per token."""
         return self.text.output_length(tokens)
+
+    def describe_positions(self, tokens: Tensor) -> list[Position]:
+        """tokens (1, L), image placeholders already expanded: the ``image`` tokens numbered in
+        order, the text's ``token`` positions elsewhere."""
+        where = (tokens[0] == self.image_token_id).tolist()
+        numbers = (torch.cumsum(tokens[0] == self.image_token_id, 0) - 1).tolist()
+        return [Position("image", (k,)) if image else p
+                for image, k, p in zip(where, numbers, self.text.describe_positions(tokens))]
 
     def image_features(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> projected features (B, n_image_tokens, D)."""

@@ -17,6 +17,11 @@ model and then the vision tower) over the image patches; ``detections.png`` for 
 (YOLOS): per top-scoring detection token, where it looks over the patches in the last layer
 (heads averaged), with its box, as DETR's figures show each object query.
 
+One entry, :func:`attention_maps`: the input is read once (:func:`read_input`, with the readers
+the data modules use), and every tower's positions are labelled from what its embedder says they
+are (``describe_positions``: tokens, a CLS, patches by (row, column), detection tokens, audio
+frames, image tokens), which also places the patches on their grid for the rollouts.
+
 SDPA returns no weights, so the attention modules switch to their explicit inspection
 path (``MultiHeadAttention.keep_weights``), which computes the same outputs (tested).
 """
@@ -43,7 +48,8 @@ from zoo.data.tokenizers import tokenizer_from_state  # noqa: E402
 from zoo.inference.detecting import Detector  # noqa: E402
 from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
-from zoo.objectives.detection import predictions  # noqa: E402
+from zoo.nn.embedders import Position  # noqa: E402
+from zoo.objectives.detection import Detection, predictions  # noqa: E402
 from zoo.plots import save_figure  # noqa: E402
 
 SHOWN_DETECTIONS = 6  # the top-scoring detection tokens detections.png shows
@@ -212,22 +218,112 @@ def denormalised(pixels: Tensor, mean: float | list[float], std: float | list[fl
     return pixels * torch.tensor(std).view(-1, 1, 1) + torch.tensor(mean).view(-1, 1, 1)
 
 
-def _cropped(ids: list[int], limit: int, what: str) -> list[int]:
+def position_labels(positions: list[Position], tokenizer=None) -> list[str]:
+    """A label per position, from what the embedder says it is (:meth:`describe_positions`): a
+    token's text, ``[CLS]``, a patch's ``(row,column)``, ``det{q}``, the second an audio frame
+    starts at, ``<img{k}>``."""
+    labels = {"token": lambda i: repr(tokenizer.decode([i]))[1:-1], "cls": lambda: "[CLS]",
+              "patch": lambda row, column: f"({row},{column})", "detection": lambda q: f"det{q}",
+              "frame": lambda frame: f"{frame * HOP_LENGTH / SAMPLE_RATE:.2f}s", "image": lambda k: f"<img{k}>"}
+    return [labels[p.kind](*p.index) for p in positions]
+
+
+def patch_grid(positions: list[Position], values: Tensor) -> Tensor:
+    """values (..., L) over an embedder's L positions -> (..., rows, columns): the patches' values on
+    their grid (an embedder lists its patches row by row)."""
+    at = [i for i, p in enumerate(positions) if p.kind == "patch"]
+    rows, columns = (max(positions[i].index[axis] for i in at) + 1 for axis in (0, 1))
+    return values[..., at].reshape(*values.shape[:-1], rows, columns)
+
+
+def detection_heat(weights: list[Tensor], positions: list[Position]) -> Tensor:
+    """Where each detection token looks over the patches in the last layer, heads averaged:
+    ``weights`` (1, H, L, L) per layer over a detector's ``positions`` -> (n_detections, rows, columns)."""
+    last = weights[-1][0].float().mean(0)
+    return patch_grid(positions, last[[i for i, p in enumerate(positions) if p.kind == "detection"]])
+
+
+def _cropped(ids: list[int], limit: int) -> list[int]:
     if len(ids) > limit:
-        warnings.warn(f"{what} of {len(ids)} positions is longer than the model's {limit}: cropped to {limit}")
+        warnings.warn(f"the input of {len(ids)} positions is longer than the model's {limit}: cropped to {limit}")
     return ids[:limit]
 
 
-def text_maps(objective, text: str, out: Path, title: str) -> list[Path]:
-    """Self-attention of a single-stack language model (GPT, BERT, Llama) reading ``text``."""
-    tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
-    ids = _cropped(tokenizer.encode(text), objective.net.context, "the input")
-    labels = [repr(tokenizer.decode([i]))[1:-1] for i in ids]
-    return plot_layers(self_attention_weights(objective.net, torch.tensor([ids])), labels, labels, out, "self", title)
+def read_input(objective, kind: str, given: str) -> Tensor:
+    """The network's input (1, ...) for the one input given, read by the readers the data modules
+    use: ``text`` through the checkpoint's tokenizer (cropped to the context), ``audio`` as the
+    log-mel frames the encoder holds (cropped), ``image`` normalised as in training, resized
+    (a classifier) or letterboxed (a detector: :class:`Detector`)."""
+    net, h = objective.net, objective.hparams
+    if kind == "text":
+        return torch.tensor([_cropped(tokenizer_from_state(h.tokenizer).encode(given), net.context)])
+    if kind == "audio":
+        wave = load_audio(given)
+        window = net.towers["encoder"].embedder.max_frames * HOP_LENGTH  # samples the encoder holds
+        if len(wave) > window:
+            warnings.warn(f"{given} is longer than the encoder's {window / SAMPLE_RATE:.1f} s: cropped")
+        return LogMel()(wave[:window])[None]
+    if isinstance(objective, Detection):
+        return Detector(objective).inputs(load_image(given))[0]
+    return to_tensor(load_image(given), net.embedder.image_size, mean=h.pixel_mean or 0.5, std=h.pixel_std or 0.5)[None]
 
 
 @torch.no_grad()
-def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], out: Path, title: str,
+def attention_maps(objective, ckpt: str | Path, kind: str, given: str, question: str | None, out: Path,
+                   title: str) -> list[Path]:
+    """The maps of ``objective`` (loaded from ``ckpt``) for one input of ``kind`` (text, audio,
+    image), read by :func:`read_input`, each tower's positions labelled by its embedder; by
+    container: an encoder-decoder decodes first, a single stack is read once (a classifier adds
+    its rollout, a detector its detection tokens), LLaVA answers ``question`` first."""
+    if question is not None:
+        return image_question_maps(ckpt, given, question, out, title)
+    source = read_input(objective, kind, given)
+    if isinstance(objective.net, EncoderDecoder):
+        return encoder_decoder_maps(objective, source, out, title, source[0] if kind == "audio" else None)
+    tokenizer = tokenizer_from_state(objective.hparams.tokenizer) if kind == "text" else None
+    positions = objective.net.embedder.describe_positions(source)
+    labels = position_labels(positions, tokenizer)
+    weights = self_attention_weights(objective.net, source)
+    layers = plot_layers(weights, labels, labels, out, "self", title)
+    if kind == "text":
+        return layers
+    if isinstance(objective, Detection):
+        return layers + [detection_picture(objective, source, weights, positions, out, title)]
+    return layers + [rollout_picture(objective, source, weights, positions, out, title)]
+
+
+def rollout_picture(objective, pixels: Tensor, weights: list[Tensor], positions: list[Position], out: Path,
+                    title: str) -> Path:
+    """A ViT classifier's rollout of what its head reads (the CLS vector, or the mean of the patch
+    vectors) over the patches of ``pixels`` (1, 3, S, S), titled with the top class."""
+    net, h = objective.net, objective.hparams
+    logits = net(pixels)[0]
+    names = h.class_names or [str(i) for i in range(len(logits))]
+    flow = rollout(weights)[0]
+    patches = [i for i, p in enumerate(positions) if p.kind == "patch"]
+    reads = flow[0] if net.head.pool == "cls" else flow[patches].mean(0)
+    shown = denormalised(pixels[0], h.pixel_mean or 0.5, h.pixel_std or 0.5)
+    top = logits.softmax(-1).max()
+    return plot_rollout(shown, patch_grid(positions, reads), out / "rollout.png",
+                        f"{title}: {names[int(logits.argmax())]} ({top:.0%})")
+
+
+def detection_picture(objective, pixels: Tensor, weights: list[Tensor], positions: list[Position], out: Path,
+                      title: str) -> Path:
+    """A detector (YOLOS): per top-scoring detection token, its last layer's attention over the
+    patches with its box, on the image as the network reads it (letterboxed into its square)."""
+    detector = Detector(objective)
+    (scored,) = predictions(detector.forward(pixels), detector.image_size)
+    top = scored["scores"].argsort(descending=True)[:SHOWN_DETECTIONS]
+    names = detector.class_names or [str(i) for i in range(objective.hparams.num_classes)]
+    titles = [f"det{q}: {names[int(scored['labels'][q])]} {scored['scores'][q]:.2f}" for q in top.tolist()]
+    heat = detection_heat(weights, positions)[top]
+    shown = denormalised(pixels[0].cpu(), detector.mean, detector.std)
+    return plot_detection_maps(shown, heat.cpu(), scored["boxes"][top].cpu(), titles, out / "detections.png",
+                               f"{title}: the {len(top)} best detection tokens, last layer")
+
+
+def encoder_decoder_maps(objective, source: Tensor, out: Path, title: str,
                          spectrogram: Tensor | None = None) -> list[Path]:
     """Decode ``source`` (1, S, ...) greedily, then show the encoder, the decoder and the
     cross-attention of the decoder reading the source while writing that output."""
@@ -249,84 +345,14 @@ def encoder_decoder_maps(objective, source: Tensor, source_labels: list[str], ou
         net(source, target)
         encoder, decoder = weights_of(towers["encoder"]), weights_of(towers["decoder"])
         cross = weights_of(towers["decoder"], cross=True)
-    step = 0.0
-    if spectrogram is not None:  # positions of an audio encoder are 20 ms steps, not worth a label each
-        step = towers["encoder"].embedder.stride * HOP_LENGTH / SAMPLE_RATE
-        source_labels = [f"{t * step:.2f}s" for t in range(encoder[0].shape[-1])]
+    source_labels = position_labels(towers["encoder"].embedder.describe_positions(source), tokenizer)
+    # the seconds an audio encoder's position covers (its positions are 20 ms steps)
+    step = towers["encoder"].embedder.stride * HOP_LENGTH / SAMPLE_RATE if spectrogram is not None else 0.0
     return (plot_layers(encoder, source_labels, source_labels, out, "encoder", title)
             + plot_layers(decoder, writes, reads, out, "decoder", title)
             + plot_layers(cross, writes, source_labels, out, "cross", title)
             + [plot_alignment(cross, writes, source_labels, out / "alignment.png",
                               f"{title}: {tokenizer.decode(output)!r}", spectrogram, step)])
-
-
-def translation_maps(objective, text: str, out: Path, title: str) -> list[Path]:
-    tokenizer = objective.tokenizer
-    ids = _cropped(tokenizer.encode(text), objective.net.context, "the source")
-    return encoder_decoder_maps(objective, torch.tensor([ids]), [repr(tokenizer.decode([i]))[1:-1] for i in ids],
-                                out, title)
-
-
-def speech_maps(objective, audio: str, out: Path, title: str) -> list[Path]:
-    wave = load_audio(audio)
-    window = objective.net.towers["encoder"].embedder.max_frames * HOP_LENGTH  # samples the encoder holds
-    if len(wave) > window:
-        warnings.warn(f"{audio} is longer than the encoder's {window / SAMPLE_RATE:.1f} s: cropped")
-    features = LogMel()(wave[:window])
-    return encoder_decoder_maps(objective, features[None], [], out, title, spectrogram=features)
-
-
-@torch.no_grad()
-def image_maps(objective, image_path: str, out: Path, title: str) -> list[Path]:
-    """A ViT classifier: each layer's self-attention over [CLS] + patches, and the rollout of
-    what the classifier reads (the CLS vector, or the mean of the patch vectors) over the patches."""
-    net, h = objective.net, objective.hparams
-    embedder = net.embedder
-    pixels = to_tensor(load_image(image_path), embedder.image_size, mean=h.pixel_mean or 0.5, std=h.pixel_std or 0.5)
-    weights = self_attention_weights(net, pixels[None])
-    logits = net(pixels[None])[0]
-    names = h.class_names or [str(i) for i in range(len(logits))]
-    prefix = int(embedder.cls is not None)
-    labels = ["[CLS]"] * prefix + [f"p{i}" for i in range(embedder.n_patches)]
-    flow = rollout(weights)[0]
-    reads = flow[0] if net.head.pool == "cls" else flow[prefix:].mean(0)
-    grid = embedder.image_size // embedder.patch_size
-    shown = denormalised(pixels, h.pixel_mean or 0.5, h.pixel_std or 0.5)
-    top = logits.softmax(-1).max()
-    return plot_layers(weights, labels, labels, out, "self", title) + [
-        plot_rollout(shown, reads[prefix:].view(grid, grid), out / "rollout.png",
-                     f"{title}: {names[int(logits.argmax())]} ({top:.0%})")]
-
-
-def detection_heat(weights: list[Tensor], n_patches: int, n_detections: int) -> Tensor:
-    """Where each detection token looks over the patches in the last layer, heads averaged:
-    ``weights`` of a [CLS, patches, detection tokens] sequence (1, H, L, L) per layer ->
-    (n_detections, n_patches)."""
-    last = weights[-1][0].float().mean(0)
-    return last[-n_detections:, 1 : 1 + n_patches]
-
-
-@torch.no_grad()
-def detection_maps(objective, image_path: str, out: Path, title: str) -> list[Path]:
-    """A detector (YOLOS): each layer's self-attention over [CLS] + patches + detection tokens,
-    and, per top-scoring detection token, its last layer's attention over the patches with its
-    box, on the image as the network reads it (letterboxed into its square)."""
-    detector = Detector(objective)
-    embedder = detector.net.embedder
-    pixels, _ = detector.inputs(load_image(image_path))
-    weights = self_attention_weights(detector.net, pixels)
-    (scored,) = predictions(detector.forward(pixels), detector.image_size)
-    top = scored["scores"].argsort(descending=True)[:SHOWN_DETECTIONS]
-    names = detector.class_names or [str(i) for i in range(objective.hparams.num_classes)]
-    titles = [f"det{q}: {names[int(scored['labels'][q])]} {scored['scores'][q]:.2f}" for q in top.tolist()]
-    grid = embedder.image_size // embedder.patch_size
-    heat = detection_heat(weights, embedder.n_patches, embedder.n_detections)[top].view(-1, grid, grid)
-    labels = (["[CLS]"] + [f"p{i}" for i in range(embedder.n_patches)]
-              + [f"det{q}" for q in range(embedder.n_detections)])
-    shown = denormalised(pixels[0].cpu(), detector.mean, detector.std)
-    return plot_layers(weights, labels, labels, out, "self", title) + [
-        plot_detection_maps(shown, heat.cpu(), scored["boxes"][top].cpu(), titles, out / "detections.png",
-                            f"{title}: the {len(top)} best detection tokens, last layer")]
 
 
 @torch.no_grad()
@@ -349,13 +375,10 @@ def image_question_maps(ckpt: str, image_path: str, question: str, out: Path, ti
     with kept_weights(net):
         net(tokens, images=pixels, prefix_len=torch.tensor([prompt.shape[1]]))
         lm, vision = weights_of(towers["decoder"]), weights_of(towers["vision"])
-    labels = [f"<img{i - at}>" if at <= i < at + tower.n_tokens else repr(tokenizer.decode([t]))[1:-1]
-              for i, t in enumerate(tokens[0].tolist())]
+    labels = position_labels(net.embedder.describe_positions(tokens), tokenizer)
     on_image_tokens = rollout(lm)[0, prompt.shape[1] - 1, at : at + tower.n_tokens]
-    on_patches = on_image_tokens @ rollout(vision)[0, tower.n_dropped :, :]  # (patches [+ CLS])
-    embedder = towers["vision"].embedder
-    grid = embedder.image_size // embedder.patch_size
-    heat = on_patches[int(embedder.cls is not None) :].view(grid, grid)
+    on_patches = on_image_tokens @ rollout(vision)[0, tower.n_dropped :, :]  # (the vision tower's positions)
+    heat = patch_grid(towers["vision"].embedder.describe_positions(pixels), on_patches)
     return plot_layers(lm, labels, labels, out, "self", title) + [
         plot_rollout(pixels[0] * 0.5 + 0.5, heat, out / "rollout.png",
                      f"{question} -> {tokenizer.decode(answer)}")]

@@ -13,9 +13,9 @@ from torch.utils.data import Dataset, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.checks import positive_int
+from zoo.data.pretrained import tokenizer_of
 from zoo.data.sampler import GlobalOrder
 from zoo.data.tokenizers import first_token
-from zoo.data.pretrained import tokenizer_of
 
 Tok = TypeVar("Tok")
 

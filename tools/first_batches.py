@@ -5,7 +5,7 @@ Each ``conf/data/*.yaml`` is built (on the small generated corpora of
 ``tests/test_model_data_table.py``, every module offline, COCO and UCF101 included) once per batch
 type it yields to a CPU preset, as train.py builds it (``serve``, ``prepare_data``, ``setup``);
 recorded: ``dims``, the tokenizer's state, and for train / val / test the loader's length and its
-first ``--batches`` batches, field by field.
+first ``--batches`` batches, field by field (one entry per tensor).
 
     python tools/first_batches.py --cache /tmp/cache --save /tmp/batches_before.pt
     python tools/first_batches.py --cache /tmp/cache --compare /tmp/batches_before.pt   # exit 1 on any difference
@@ -24,22 +24,24 @@ import hydra
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's zoo, not an installed one
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tools")]  # this checkout's zoo, not an installed one
 
+from fingerprint import compare  # noqa: E402  (entries compared as the model fingerprints are)
 from test_model_data_table import CELLS, COMMON, DATA, DATA_CFGS, MODEL_CFGS, MODELS  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
 from zoo.train.compat import batch_type  # noqa: E402
 
 
-def plain(value: object) -> object:
-    """A batch (NamedTuples of tensors, lists of dicts, strings) as nested lists and dicts."""
-    if isinstance(value, tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
+def flatten(value: object, key: str, out: dict) -> None:
+    """A batch (NamedTuples of tensors, lists of dicts, strings) into ``out``: one entry per leaf, by path."""
+    if isinstance(value, (tuple, list)) and any(isinstance(v, (torch.Tensor, tuple, list, dict)) for v in value):
+        for i, v in enumerate(value):
+            flatten(v, f"{key}/{i}", out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            flatten(v, f"{key}/{k}", out)
+    else:
+        out[key] = value
 
 
 def record(model: str, data: str, folder: Path, cache: Path, batches: int) -> dict:
@@ -59,7 +61,8 @@ def record(model: str, data: str, folder: Path, cache: Path, batches: int) -> di
         loader = getattr(module, f"{split}_dataloader")()
         out[f"{split}/len"] = len(loader)
         it = iter(loader)
-        out[split] = [plain(next(it)) for _ in range(min(batches, len(loader)))]
+        for i in range(min(batches, len(loader))):
+            flatten(next(it), f"{split}/{i}", out)
     return out
 
 
@@ -76,27 +79,6 @@ def run(batches: int, only: list[str] | None, cache: Path | None) -> dict[str, d
             results[f"{data}+{kind.__name__}"] = record(model, data, folder, cache or Path(tmp) / "cache", batches)
         print(f"{data} ({kind.__name__}, for model={model}): recorded", flush=True)
     return results
-
-
-def same(a: object, b: object) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return a == b
-
-
-def compare(before: dict, after: dict) -> list[str]:
-    problems = []
-    for name in sorted(set(before) | set(after)):
-        if name not in before or name not in after:
-            problems.append(f"{name}: only {'before' if name in before else 'after'}")
-            continue
-        problems += [f"{name}/{key}" for key in sorted(set(before[name]) | set(after[name]))
-                     if not same(before[name].get(key), after[name].get(key))]
-    return problems
 
 
 def main() -> None:

@@ -71,7 +71,10 @@ def attention(
         scores = scores.masked_fill(~causal_mask(*scores.shape[-2:], q.device), float("-inf"))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    weights = scores.softmax(dim=-1)
+    # a query that sees no key at all (a padded one whose window holds only padding) gets zero
+    # weights, as SDPA gives it, not the NaN of softmax over -inf: its NaN would reach every later
+    # query through the next layer's (hidden, weight 0) keys
+    weights = scores.softmax(dim=-1).masked_fill(scores.isneginf().all(-1, keepdim=True), 0.0)
     weights = F.dropout(weights, dropout) if dropout > 0 else weights
     return weights @ v, weights
 

@@ -213,3 +213,15 @@ def test_block_config_refuses_an_input_norm_off_in_a_post_ln_block():
         BlockConfig(prenorm=False, input_norm=False)
     with pytest.raises(ValueError, match="qk_norm='heads'"):
         Block(dataclasses.replace(BlockConfig(), qk_norm="heads"))
+
+
+def test_the_embedding_scale_is_rounded_to_the_tables_dtype_as_gemmas():
+    """In bfloat16 Gemma multiplies by sqrt(3072) rounded to bfloat16 (55.5, not 55.43): so does the zoo."""
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2TextScaledWordEmbedding
+
+    width = 3072
+    ours = TokenEmbedder(5, width, 8, positions="none", scale=True).to(torch.bfloat16)
+    theirs = Gemma2TextScaledWordEmbedding(5, width, 0, embed_scale=width ** 0.5).to(torch.bfloat16)
+    theirs.weight.data.copy_(ours.tokens.weight)
+    tokens = torch.arange(5)[None]
+    assert torch.equal(ours(tokens), theirs(tokens))

@@ -63,6 +63,7 @@ def test_preset_builds_its_knobs_and_a_few_steps_lower_the_loss(preset):
     assert losses[-1] < losses[0] - 0.1, losses
 
 
+@pytest.mark.slow  # ~5 s: the whole Lightning run; the knobs' own training is the fast test above
 def test_train_py_runs_a_gemma_shaped_model_on_shakespeare(tmp_path):
     from zoo.train.run import train
 

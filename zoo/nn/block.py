@@ -98,8 +98,10 @@ class Block(nn.Module):
                 cfg.attn_scale, cfg.attn_dropout, cfg.head_dim, cfg.qk_norm, norm, cfg.attn_softcap,
             )
 
-        def norms(present: bool = True) -> tuple[nn.Module, nn.Module]:  # (input or post-LN norm, output norm)
-            return norm() if present and cfg.input_norm else nn.Identity(), norm() if cfg.output_norm else nn.Identity()
+        def norms(present: bool = True) -> tuple[nn.Module, nn.Module]:
+            """A sublayer's (input norm, or post-LN the sum's; output norm), ``nn.Identity`` where absent."""
+            inner = norm() if present and cfg.input_norm else nn.Identity()
+            return inner, norm() if cfg.output_norm else nn.Identity()
 
         self.attn, (self.attn_norm, self.attn_out_norm) = attn(), norms(attn_norm)
         self.cross_attn = attn() if cross_attention else None

@@ -12,7 +12,7 @@ import torch
 from omegaconf import open_dict
 
 from exactness import assert_matches, randomise
-from zoo.convert.common import compose_config
+from zoo.config import compose_config
 from zoo.nn import flex
 from zoo.nn.attention import attention
 

@@ -29,10 +29,14 @@ class BlockConfig:
     d_ff: int = 1536
     n_kv_heads: int | None = None  # fewer than n_heads: grouped-query attention
     head_dim: int | None = None  # None = d_model / n_heads; T5 v1.1 small has 6 heads of 64 in 512
-    norm: str = "layernorm"  # layernorm | rmsnorm
+    norm: str = "layernorm"  # layernorm | rmsnorm | rmsnorm_1p (scaled by 1 + w: Gemma)
     norm_eps: float = 1e-5
     norm_bias: bool = True  # LayerNorm's bias (RMSNorm has none)
     prenorm: bool = True  # pre-LN (GPT, ViT, T5, ...) or post-LN (original, BERT)
+    input_norm: bool = True  # pre-LN: a norm on each sublayer's input (OLMo 2 has none)
+    output_norm: bool = False  # a norm on each sublayer's output, before the residual add (Gemma 2/3, OLMo 2)
+    qk_norm: str | None = None  # a norm on queries and keys: head (Qwen3, Gemma 3) | all (OLMo 2)
+    attn_softcap: float | None = None  # attention scores c * tanh(s / c) (Gemma 2)
     activation: str = "gelu"  # relu | gelu | gelu_tanh | quick_gelu | silu
     gated: bool = False  # GEGLU / SwiGLU
     bias_q: bool = True
@@ -50,6 +54,9 @@ class BlockConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
+        if not self.input_norm and not self.prenorm:
+            raise ValueError("block.input_norm=false needs pre-LN Blocks (block.prenorm=true): a post-LN Block's "
+                             "norm is its output's")
 
     @property
     def d_head(self) -> int:
@@ -69,6 +76,10 @@ class Block(nn.Module):
         attn_norm: this layer's per-layer data, given by its stack at construction: ``False``,
             its attention reads ``x`` as it is, with no norm of its own (ModernBERT's first
             layer, whose input the embedder's norm has normed already); pre-LN only.
+
+    Each sublayer's norms: ``attn_norm`` / ``cross_norm`` / ``ffn_norm`` on its input (pre-LN,
+    unless ``input_norm=False``) or on the residual sum (post-LN), and with ``output_norm``
+    ``attn_out_norm`` / ``cross_out_norm`` / ``ffn_out_norm`` on its output, before the add.
     """
 
     def __init__(self, cfg: BlockConfig, cross_attention: bool = False, attn_norm: bool = True):
@@ -78,26 +89,31 @@ class Block(nn.Module):
                              "(block.prenorm=true): a post-LN Block's norm is its output's")
         self.prenorm = cfg.prenorm
 
+        def norm(width: int = cfg.d_model) -> nn.Module:
+            return make_norm(cfg.norm, width, cfg.norm_eps, cfg.norm_bias)
+
         def attn() -> MultiHeadAttention:
             return MultiHeadAttention(
-                cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias_q, cfg.bias_k, cfg.bias_v,
-                cfg.bias_out, cfg.attn_scale, cfg.attn_dropout, cfg.head_dim,
+                cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias_q, cfg.bias_k, cfg.bias_v, cfg.bias_out,
+                cfg.attn_scale, cfg.attn_dropout, cfg.head_dim, cfg.qk_norm, norm, cfg.attn_softcap,
             )
 
-        def norm() -> nn.Module:
-            return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
+        def norms(present: bool = True) -> tuple[nn.Module, nn.Module]:
+            """A sublayer's (input norm, or post-LN the sum's; output norm), ``nn.Identity`` where absent."""
+            inner = norm() if present and cfg.input_norm else nn.Identity()
+            return inner, norm() if cfg.output_norm else nn.Identity()
 
-        self.attn, self.attn_norm = attn(), norm() if attn_norm else nn.Identity()
+        self.attn, (self.attn_norm, self.attn_out_norm) = attn(), norms(attn_norm)
         self.cross_attn = attn() if cross_attention else None
-        self.cross_norm = norm() if cross_attention else None
+        self.cross_norm, self.cross_out_norm = norms() if cross_attention else (None, None)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated, cfg.bias_ffn, cfg.ffn_dropout)
-        self.ffn_norm = norm()
+        self.ffn_norm, self.ffn_out_norm = norms()
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _residual(self, x: Tensor, norm: nn.Module, sublayer) -> Tensor:
+    def _residual(self, x: Tensor, norm: nn.Module, out_norm: nn.Module, sublayer) -> Tensor:
         if self.prenorm:
-            return x + self.dropout(sublayer(norm(x)))
-        return norm(x + self.dropout(sublayer(x)))
+            return x + self.dropout(out_norm(sublayer(norm(x))))
+        return norm(x + self.dropout(out_norm(sublayer(x))))
 
     def forward(self, x: Tensor, context: AttentionContext | None = None, cache: LayerCache | None = None) -> Tensor:
         """x: (B, L, D) -> (B, L, D).
@@ -107,10 +123,11 @@ class Block(nn.Module):
         required when this Block has cross-attention. ``cache``: incremental decoding.
         """
         context = context or AttentionContext()
-        x = self._residual(x, self.attn_norm, lambda h: self.attn(h, context, cache))
+        x = self._residual(x, self.attn_norm, self.attn_out_norm, lambda h: self.attn(h, context, cache))
         if self.cross_attn is not None:
             if context.cross is None:
                 raise ValueError("this Block has cross-attention but its context has no memory to attend to "
                                  "(give the context a cross context: AttentionContext.over(memory))")
-            x = self._residual(x, self.cross_norm, lambda h: self.cross_attn(h, context.cross, cache))
-        return self._residual(x, self.ffn_norm, self.ffn)
+            x = self._residual(x, self.cross_norm, self.cross_out_norm,
+                               lambda h: self.cross_attn(h, context.cross, cache))
+        return self._residual(x, self.ffn_norm, self.ffn_out_norm, self.ffn)

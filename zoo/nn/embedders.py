@@ -47,7 +47,9 @@ class TokenEmbedder(nn.Module):
 
     GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
     positions + 2 segments + LayerNorm. T5 / Llama: no positions here. ModernBERT: no
-    positions, a LayerNorm without bias (``norm_bias=False``).
+    positions, a LayerNorm without bias (``norm_bias=False``). Gemma: scaled, no positions.
+    The scale is rounded to the table's dtype before it multiplies, as Gemma's reference does
+    (in bfloat16 sqrt(3072) = 55.43 is 55.5); in float32 that is the float32 product as before.
     """
 
     def __init__(
@@ -88,7 +90,9 @@ class TokenEmbedder(nn.Module):
         take the place of the token embeddings at ``where``, before positions are added
         (LLaVA's projected image features at its ``<image>`` tokens).
         """
-        x = self.tokens(tokens) * self.scale
+        x = self.tokens(tokens)
+        if self.scale != 1.0:
+            x = x * torch.tensor(self.scale, dtype=x.dtype)
         if inserted is not None:
             where, vectors = inserted
             x = x.masked_scatter(where[..., None], vectors.to(x.dtype))

@@ -39,11 +39,16 @@ def block_mask(mask: Mask, q_len: int, k_len: int, device: torch.device, key_pad
     return create_block_mask(mask_mod, batch, None, q_len, k_len, device=device)
 
 
-def flex(q: Tensor, k: Tensor, v: Tensor, mask, scale: float | None = None) -> Tensor:
-    """q (B, H, Lq, Dh), k/v (B, Hkv, Lk, Dh) -> (B, H, Lq, Dh) under the ``BlockMask`` ``mask``."""
+def flex(q: Tensor, k: Tensor, v: Tensor, mask, scale: float | None = None, softcap: float | None = None) -> Tensor:
+    """q (B, H, Lq, Dh), k/v (B, Hkv, Lk, Dh) -> (B, H, Lq, Dh) under the ``BlockMask`` ``mask``;
+    ``softcap`` c: the scaled scores become c * tanh(s / c) (FlexAttention's ``score_mod``)."""
     from torch.nn.attention.flex_attention import flex_attention
 
     if q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
         raise ValueError("attention_backend=flex cannot train on CPU (this torch has no FlexAttention backward "
                          "there): use attention_backend=blocks")
-    return flex_attention(q, k, v, block_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+    def capped(score: Tensor, b, h, q_idx, k_idx) -> Tensor:
+        return torch.tanh(score / softcap) * softcap
+
+    return flex_attention(q, k, v, score_mod=None if softcap is None else capped, block_mask=mask, scale=scale,
+                          enable_gqa=k.shape[1] != q.shape[1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from zoo.nn.feedforward import get_activation
@@ -9,12 +10,14 @@ from zoo.nn.feedforward import get_activation
 
 class LMHead(nn.Module):
     """Vectors -> next-token logits (B, L, V). ``scale`` multiplies the input first
-    (T5 v1.0 scales by d_model^-0.5 when the head is tied to the embedding)."""
+    (T5 v1.0 scales by d_model^-0.5 when the head is tied to the embedding); ``softcap`` c
+    caps the logits smoothly, c * tanh(logits / c) (Gemma 2's final-logit soft-capping)."""
 
-    def __init__(self, d_model: int, vocab_size: int, bias: bool = False, scale: float = 1.0):
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = False, scale: float = 1.0,
+                 softcap: float | None = None):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size, bias=bias)
-        self.scale = scale
+        self.scale, self.softcap = scale, softcap
 
     @property
     def weight(self) -> nn.Parameter:
@@ -25,7 +28,9 @@ class LMHead(nn.Module):
         self.proj.weight = embedding.weight
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(x * self.scale if self.scale != 1.0 else x)
+        """(..., D) -> (..., V)."""
+        logits = self.proj(x * self.scale if self.scale != 1.0 else x)
+        return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
 
 
 class MLMHead(nn.Module):

@@ -11,7 +11,7 @@ blocks the window lets each block of queries see, zoo/nn/blocked.py), one of eac
 Both references run under SDPA (``attn_implementation="sdpa"``): Mistral's window (query i sees
 keys i - window < j <= i) and ModernBERT's (|i - j| <= window / 2 in its local layers) become
 a dense boolean mask there. The zoo nets are conf/model/<family>.yaml reshaped to the Hugging
-Face config by the converters (llama_shape + window_of, modernbert_shape), as
+Face config by the converters (MISTRAL.shape, modernbert_shape), as
 tests/test_mistral.py and tests/test_modernbert.py do: the same networks. Mistral's loss is
 cross-entropy over every position on both sides. ModernBERT's is the masked LM on the same
 corrupted batch: the zoo's MaskedLM sends only the selected ~15% through its head (``keep``)
@@ -28,8 +28,7 @@ import torch.nn.functional as F
 
 from common import add_run_args, compare, make_step, peer
 from zoo.convert.common import build_net, shape_overrides
-from zoo.convert.llama import llama_shape
-from zoo.convert.mistral import window_of
+from zoo.convert.mistral import MISTRAL
 from zoo.convert.modernbert import modernbert_shape
 from zoo.objectives.mlm import mask_tokens
 
@@ -67,7 +66,7 @@ def main() -> None:
 
         def zoo():
             cfg_dict = cfg.to_dict()
-            net = build_net("mistral", shape_overrides(llama_shape(cfg_dict) | window_of(cfg_dict)) + backend,
+            net = build_net("mistral", shape_overrides(MISTRAL.shape(cfg_dict)) + backend,
                             {"vocab_size": a.vocab}).to(a.device).train()
             return make_step(net, lambda: F.cross_entropy(net(tokens).flatten(0, 1), targets.flatten()), a.dtype)
 

@@ -63,7 +63,7 @@ CASES = {
                                                              num_hidden_layers=2, num_attention_heads=4,
                                                              num_key_value_heads=2, max_position_embeddings=32,
                                                              sliding_window=5)),
-                mistral, "mistral", lambda c: shape_overrides(llama.llama_shape(c) | mistral.window_of(c)),
+                mistral, "mistral", lambda c: shape_overrides(mistral.MISTRAL.shape(c)),
                 {"vocab_size": 50}),
     "bigbird": (lambda: T.BigBirdForMaskedLM(T.BigBirdConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                                                              num_attention_heads=2, intermediate_size=24,

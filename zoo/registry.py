@@ -6,10 +6,14 @@ an import path taken from the file), and every ``_target_`` (and ``converter``) 
 stores must be one of the dotted names below, checked before anything is built
 (:func:`zoo.checkpoint.check_names`). Names are listed one by one, never whole modules: a module
 such as ``zoo.data.download`` also holds functions that write files. A new module a config
-targets is added here (tests/test_bad_input_checkpoints.py fails until it is).
+targets is added here (tests/test_bad_input_checkpoints.py fails until it is). Converters are the
+one exception: a family module of ``zoo/convert`` declares itself (:func:`family_modules`).
 """
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import hydra
 
@@ -82,24 +86,27 @@ FORMER_TARGETS: dict[str, str] = {
     "zoo.encoder_decoder.EncoderDecoder": "zoo.models.encoder_decoder.EncoderDecoder",
 }
 
-# Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with it).
-ALLOWED_CONVERTERS: frozenset[str] = frozenset({
-    "zoo.convert.bert.pretrained",
-    "zoo.convert.big_bird.pretrained",
-    "zoo.convert.gpt2.pretrained",
-    "zoo.convert.gpt_neo.pretrained",
-    "zoo.convert.mistral.pretrained",
-    "zoo.convert.modernbert.pretrained",
-    "zoo.convert.llama.pretrained",
-    "zoo.convert.llava.pretrained",
-    "zoo.convert.t5.pretrained",
-    "zoo.convert.videomae.pretrained",
-    "zoo.convert.vit.pretrained",
-    "zoo.convert.vitdet.pretrained",
-    "zoo.convert.vivit.pretrained",
-    "zoo.convert.whisper.pretrained",
-    "zoo.convert.yolos.pretrained",
-})
+CONVERT_DIR = Path(__file__).parent / "convert"  # the zoo's own converter package
+CONVERTER_HOOK = "pretrained"  # the ``model.init_from`` function of each family module
+
+
+def family_modules(folder: Path = CONVERT_DIR) -> tuple[str, ...]:
+    """The names of the family modules in ``folder`` (``zoo/convert``): those that assign
+    ``FAMILY`` at their top level (:mod:`zoo.convert.family`), read from their source (ast),
+    never imported: what a checkpoint may name is known before any name it holds is imported."""
+    found = []
+    for file in sorted(folder.glob("*.py")):
+        body = ast.parse(file.read_text(), str(file)).body
+        targets = [t for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+        if any(isinstance(t, ast.Name) and t.id == "FAMILY" for t in targets):
+            found.append(file.stem)
+    return tuple(found)
+
+
+# Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with
+# it): each family module's hook, ``zoo.convert.<family>.pretrained``, as checkpoints have always stored it.
+ALLOWED_CONVERTERS: frozenset[str] = frozenset(f"zoo.convert.{name}.{CONVERTER_HOOK}" for name in family_modules())
 
 
 def objective_name(stored: object) -> str:

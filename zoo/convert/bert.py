@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir
+from zoo.convert.family import Family, config_only
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -137,3 +138,14 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = bert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+
+
+# Hugging Face config key -> zoo net config path: BERT's plain copies (BigBird's too)
+KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+        "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff",
+        "layer_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+        "type_vocab_size": "embedder.n_segments", "hidden_dropout_prob": "block.dropout",
+        "attention_probs_dropout_prob": "block.attn_dropout"}
+FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=KEYS, activations=ACTIVATIONS,
+                activation_key="hidden_act", shape=config_only(bert_shape),
+                state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]))

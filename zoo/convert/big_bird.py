@@ -10,8 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.convert import bert
 from zoo.convert.bert import load_mlm, bert_shape, bert_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
+from zoo.convert.family import Family, config_only, tokens
 
 MODEL_TYPES = ("big_bird",)
 
@@ -42,3 +44,13 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = big_bird_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+
+
+FAMILY = Family(
+    hf_class="BigBirdForMaskedLM", config_class="BigBirdConfig",
+    keys=bert.KEYS | {"block_size": "mask.block_size", "num_random_blocks": "mask.n_random"},
+    activations=bert.ACTIVATIONS, activation_key="hidden_act", shape=config_only(big_bird_shape),
+    state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
+    # long enough for block-sparse attention (Hugging Face falls back to full attention below)
+    example=lambda net: tokens(net, length=(6 + 2 * net["mask"]["n_random"]) * net["mask"]["block_size"]),
+    extra=lambda net: {"attention_type": "block_sparse"})

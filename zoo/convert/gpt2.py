@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.family import Family, config_only
 
 MODEL_TYPES = ("gpt2",)  # the config.json model_type values this converter reads
 # GPT-2's ``activation_function`` -> the zoo's activation names.
@@ -100,3 +101,13 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = gpt2_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, gpt2_state_dict(state, shape["n_layers"]))
+
+
+FAMILY = Family(
+    hf_class="GPT2LMHeadModel", config_class="GPT2Config",
+    keys={"n_layer": "n_layers", "n_positions": "context", "n_embd": "block.d_model", "n_head": "block.n_heads",
+          "n_inner": "block.d_ff", "layer_norm_epsilon": "block.norm_eps", "vocab_size": "embedder.vocab_size",
+          "tie_word_embeddings": "tie_embeddings", "resid_pdrop": "block.dropout", "attn_pdrop": "block.attn_dropout",
+          "embd_pdrop": "embedder.dropout"},
+    activations=ACTIVATIONS, activation_key="activation_function", shape=config_only(gpt2_shape),
+    state_dict=lambda sd, net: gpt2_state_dict(sd, net["n_layers"]))

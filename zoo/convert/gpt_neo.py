@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, load_mapped, read_checkpoint_dir,
                                shape_overrides)
 from zoo.convert.gpt2 import gpt2_layout
+from zoo.convert.family import Family, config_only, layer_masks, tokens
 
 MODEL_TYPES = ("gpt_neo",)  # the config.json model_type values this converter reads
 KINDS = ("global", "local")
@@ -102,3 +103,22 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = gpt_neo_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, gpt_neo_state_dict(state, shape["n_layers"]))
+
+
+def export_attention(net: dict[str, Any]) -> dict[str, Any]:
+    """GPT-Neo's ``attention_types`` (one entry per layer) and ``window_size`` of the zoo net's masks."""
+    layers, window = layer_masks(net, {"zoo.nn.masks.CausalMask": "global", "zoo.nn.masks.LocalMask": "local"},
+                                 "zoo.nn.masks.LocalMask", "GPTNeoForCausalLM")
+    return {"attention_types": [[[kind], 1] for kind in layers], "window_size": window or 256}
+
+
+FAMILY = Family(
+    hf_class="GPTNeoForCausalLM", config_class="GPTNeoConfig",
+    keys={"num_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+          "num_heads": "block.n_heads", "intermediate_size": "block.d_ff", "layer_norm_epsilon": "block.norm_eps",
+          "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings",
+          "resid_dropout": "block.dropout", "attention_dropout": "block.attn_dropout",
+          "embed_dropout": "embedder.dropout"},
+    activations={"gelu_new": "gelu_tanh"}, activation_key="activation_function", shape=config_only(gpt_neo_shape),
+    state_dict=lambda sd, net: gpt_neo_state_dict(sd, net["n_layers"]),
+    example=lambda net: tokens(net, length=64), extra=export_attention)

@@ -10,7 +10,9 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
-from zoo.convert.llama import llama_shape, llama_state_dict
+from zoo.convert.decoder import ACTIVATIONS
+from zoo.convert.family import Family, config_only, image_processor, tokens
+from zoo.convert.llama import LLAMA, llama_shape, llama_state_dict
 
 MODEL_TYPES = ("llava",)  # the config.json model_type values this converter reads
 
@@ -136,3 +138,64 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
         raise ValueError(f"the data's <image> token is id {data_image_id} but {path}/config.json has "
                          f"image_token_index={shape['embedder.image_token_id']}")
     return init_net(net_cfg, shape, llava_state_dict(in_memory_names(state), config))
+
+
+def _n_image(vision: dict[str, Any]) -> int:
+    """How many vectors the vision tower ``vision`` (its config) gives an image: the patches (+ CLS)."""
+    return (vision["image_size"] // vision["model"]["embedder"]["patch_size"]) ** 2 + int(vision["keep_cls"])
+
+
+def _prompt(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """(tokens (2, L) with the image's placeholders expanded after the first token, images (2, C, S, S))."""
+    e, vision = net["embedder"], net["embedder"]["vision"]
+    text = tokens(net, "embedder.text.vocab_size", 8)
+    text[text == e["image_token_id"]] = (e["image_token_id"] + 1) % e["text"]["vocab_size"]  # text only
+    image = torch.full((2, _n_image(vision)), e["image_token_id"])
+    channels = vision["model"]["embedder"]["channels"]
+    return (torch.cat([text[:, :1], image, text[:, 1:]], 1),
+            torch.randn(2, channels, vision["image_size"], vision["image_size"]))
+
+
+def _strategy(vision: dict[str, Any]) -> str:
+    """``vision_feature_select_strategy``: ``full`` keeps the CLS vector, ``default`` drops it."""
+    return "full" if vision["keep_cls"] else "default"
+
+
+def _extra(net: dict[str, Any]) -> dict[str, Any]:
+    """LLaVA's sub-config kinds, rotary table, feature selection and image length."""
+    vision = net["embedder"]["vision"]
+    return {"text_config.model_type": "llama", "vision_config.model_type": "clip_vision_model",
+            "text_config.rope_parameters": LLAMA.config_extra(net)["rope_parameters"],
+            "vision_feature_select_strategy": _strategy(vision), "image_seq_length": _n_image(vision)}
+
+
+def _processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The CLIP image processor (the zoo answer's normalisation) and LlavaProcessor's config."""
+    vision = net["embedder"]["vision"]
+    config = image_processor("CLIPImageProcessor", vision["image_size"], {})
+    return {"preprocessor_config.json": config | {"do_center_crop": False, "do_convert_rgb": True},
+            "processor_config.json": {
+                "processor_class": "LlavaProcessor", "image_token": "<image>",
+                "patch_size": vision["model"]["embedder"]["patch_size"], "num_additional_image_tokens": 1,
+                "vision_feature_select_strategy": _strategy(vision)}}
+
+
+FAMILY = Family(
+    hf_class="LlavaForConditionalGeneration", config_class="LlavaConfig",
+    keys=LLAMA.export_keys("text_config.") | {
+        "text_config.vocab_size": "embedder.text.vocab_size", "tie_word_embeddings": "tie_embeddings",
+        "image_token_index": "embedder.image_token_id", "vision_feature_layer": "embedder.vision.feature_layer",
+        **{f"vision_config.{k}": f"embedder.vision.{v}" for k, v in {
+            "hidden_size": "model.block.d_model", "intermediate_size": "model.block.d_ff",
+            "num_hidden_layers": "model.n_layers", "num_attention_heads": "model.block.n_heads",
+            "image_size": "image_size", "patch_size": "model.embedder.patch_size",
+            "num_channels": "model.embedder.channels", "layer_norm_eps": "model.block.norm_eps",
+            "hidden_act": "model.block.activation"}.items()}},
+    activations=ACTIVATIONS, activation_key="text_config.hidden_act",
+    shape=config_only(llava_shape),
+    state_dict=lambda sd, net: llava_state_dict(sd, {
+        "text_config": {"num_hidden_layers": net["n_layers"]},
+        "vision_config": {"num_hidden_layers": net["embedder"]["vision"]["model"]["n_layers"]}}),
+    example=_prompt, outputs=lambda hf, x: hf(input_ids=x[0], pixel_values=x[1]).logits,
+    ours=lambda net, x: net(x[0], images=x[1]), extra=_extra, ids_prefix="text_config.",
+    processors=_processors, chat_template=True)

@@ -30,6 +30,8 @@ from torch import Tensor, nn
 from zoo.convert.bert import ACTIVATIONS, load_mlm
 from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, read_checkpoint_dir,
                                shape_overrides)
+from zoo.convert.family import Family, config_only, layer_masks, tokens
+from zoo.nn.masks import tile
 
 MODEL_TYPES = ("modernbert",)  # the config.json model_type values this converter reads
 KINDS = ("full_attention", "sliding_attention")
@@ -154,3 +156,37 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = modernbert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, modernbert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+
+
+def export_layers(net: dict[str, Any]) -> dict[str, Any]:
+    """ModernBERT's ``layer_types``, ``local_attention`` and per-kind ``rope_parameters`` of the zoo
+    net's per-layer masks and rotary bases (one base per kind of layer), and its head's activation."""
+    kinds = {"zoo.nn.masks.NoMask": "full_attention", "zoo.nn.masks.LocalMask": "sliding_attention"}
+    layers, window = layer_masks(net, kinds, "zoo.nn.masks.LocalMask", "ModernBertForMaskedLM")
+    base = net["rotary_base"]
+    bases = tile(base, len(layers), "rotary base") if isinstance(base, list) else [base] * len(layers)
+    theta: dict[str, float] = {}
+    for kind, layer_base in zip(layers, bases):
+        if theta.setdefault(kind, layer_base) != layer_base:
+            raise ValueError(f"ModernBertForMaskedLM has one rotary base per kind of layer: this net's {kind} layers "
+                             f"rotate at {theta[kind]} and {layer_base}")
+    default = {"full_attention": 160000.0, "sliding_attention": 10000.0}
+    head_act = [hf for hf, zoo in ACTIVATIONS.items() if zoo == net["head"]["activation"]]
+    # ModernBERT's default special ids are its 50k-token vocabulary's: export() sets the checkpoint's own
+    ids = dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"))
+    return ids | {"layer_types": layers, "local_attention": window or 128, "classifier_activation": head_act[0],
+                  "rope_parameters": {kind: {"rope_type": "default", "rope_theta": theta.get(kind, default[kind])}
+                                      for kind in default}}
+
+
+FAMILY = Family(
+    hf_class="ModernBertForMaskedLM", config_class="ModernBertConfig",
+    keys={"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
+          "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff", "norm_eps": "block.norm_eps",
+          "norm_bias": "block.norm_bias", "attention_bias": "block.bias_q", "mlp_bias": "block.bias_ffn",
+          "vocab_size": "embedder.vocab_size", "tie_word_embeddings": "tie_embeddings", "classifier_bias": "head.bias",
+          "attention_dropout": "block.attn_dropout", "mlp_dropout": "block.ffn_dropout",
+          "embedding_dropout": "embedder.dropout"},
+    activations=ACTIVATIONS, activation_key="hidden_activation", shape=config_only(modernbert_shape),
+    state_dict=lambda sd, net: modernbert_state_dict(sd, net["n_layers"]),
+    example=lambda net: tokens(net, length=64), extra=export_layers)

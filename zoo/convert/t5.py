@@ -16,6 +16,7 @@ from torch import Tensor
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.data.span_corruption import holds_sentinels
 from zoo.data.tokenizers import TEXT_PAD, HFTokenizer, first_token
+from zoo.convert.family import Family, tokens
 
 MODEL_TYPES = ("t5",)  # the config.json model_type values this converter reads (v1.0 and v1.1 alike)
 EXTRA = 102  # model=t5 adds sentinels + eos + start to the data's vocabulary (conf/model/t5.yaml)
@@ -165,3 +166,38 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], torc
     if tokenizer is not None:
         check_start(config, tokenizer, path)
     return init_net(net_cfg, shape, _state_dict(state, shape))
+
+
+def feed_forward_proj(net: dict[str, Any]) -> str:
+    """T5's ``feed_forward_proj`` of the zoo net (``gated-gelu`` means the tanh GELU in T5Config,
+    a plain ``gelu`` the exact one, so a gated exact GELU has no name)."""
+    act, gated = net["block"]["activation"], net["block"]["gated"]
+    names = ({"relu": "relu", "gelu_tanh": "gelu", "silu": "silu"} if gated else
+             {"relu": "relu", "gelu_tanh": "gelu_new", "gelu": "gelu", "silu": "silu"})
+    if act not in names:
+        raise ValueError(f"block.activation={act!r} (gated={gated}) has no T5ForConditionalGeneration equivalent "
+                         f"(it has {sorted(names)})")
+    return ("gated-" if gated else "") + names[act]
+
+
+def _untie(hf: torch.nn.Module, net: dict[str, Any]) -> None:
+    """transformers 5 ties T5's head to the embedding whatever the config says: v1.1 (a head of
+    its own) needs its own tensor, which ``from_pretrained`` keeps when the two differ."""
+    if not net["tie_embeddings"]:
+        hf.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())
+
+
+FAMILY = Family(
+    hf_class="T5ForConditionalGeneration", config_class="T5Config",
+    keys={"num_layers": "n_encoder_layers", "num_decoder_layers": "n_decoder_layers", "n_positions": "context",
+          "d_model": "block.d_model", "num_heads": "block.n_heads", "d_kv": "block.head_dim", "d_ff": "block.d_ff",
+          "layer_norm_epsilon": "block.norm_eps", "dropout_rate": "block.dropout", "vocab_size": "head.vocab_size",
+          "relative_attention_num_buckets": "encoder_bias.num_buckets",
+          "relative_attention_max_distance": "encoder_bias.max_distance"},
+    shape=lambda config, net: t5_shape(config, net["tie_embeddings"]),
+    state_dict=lambda sd, net: t5_state_dict(sd, net["n_encoder_layers"], net["n_decoder_layers"],
+                                             net["block"]["gated"], net["tie_embeddings"]),
+    example=lambda net: (tokens(net, "head.vocab_size"), tokens(net, "head.vocab_size", 12)),
+    outputs=lambda hf, x: hf(input_ids=x[0], decoder_input_ids=x[1]).logits,
+    extra=lambda net: {"feed_forward_proj": feed_forward_proj(net), "scale_decoder_outputs": net["head"]["scale"] != 1.0},
+    prepare=_untie)

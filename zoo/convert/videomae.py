@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.convert import vivit
 from zoo.convert.common import load_mapped, read_checkpoint_dir
+from zoo.convert.family import Family, config_only, video
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, rename_parts
 from zoo.convert.vivit import VIDEO_INPUTS, _square, video_net, video_shape
 
@@ -86,3 +88,15 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     state = {k: v for k, v in videomae_state_dict(renamed, shape["n_layers"], torch.empty(0)).items()
              if k != "embedder.positions.weight"}
     return classifier_pretrained(net_cfg, path, shape, state, VIDEO_INPUTS, _own_table)
+
+
+FAMILY = Family(
+    hf_class="VideoMAEForVideoClassification", config_class="VideoMAEConfig",
+    keys=vivit.KEYS | {"qv_bias": "block.bias_q", "tubelet_size": "embedder.tubelet_size",
+                       "patch_size": "embedder.patch_size"},
+    activations=vivit.ACTIVATIONS, activation_key="hidden_act", shape=config_only(videomae_shape),
+    state_dict=lambda sd, net: {k: v for k, v in videomae_state_dict(sd, net["n_layers"], torch.empty(0)).items()
+                                if k != "embedder.positions.weight"},
+    example=video, extra=lambda net: {"use_mean_pooling": net["head"]["pool"] == "mean"},
+    computed=("embedder.positions.weight",),  # the fixed sinusoid table, recomputed by Hugging Face
+    processors=vivit.video_processors("VideoMAEImageProcessor"))

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, init_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.family import Family, config_only, image, image_processor
 
 MODEL_TYPES = ("vit",)  # the config.json model_type values the Hugging Face reader takes
 
@@ -349,3 +350,23 @@ def timm_folder(name: str, file: str | None, cache: Path) -> Path:
     folder = cache / "timm" / f"{name}{tag}"
     save_for_hf(model, folder)
     return folder
+
+
+# Hugging Face config key -> zoo net config path: the plain copies of ViT's config (ViViT's,
+# VideoMAE's and YOLOS's too)
+KEYS = {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
+        "intermediate_size": "block.d_ff", "layer_norm_eps": "block.norm_eps",
+        "hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout",
+        "image_size": "embedder.image_size", "num_channels": "embedder.channels", "num_labels": "head.num_classes"}
+
+
+def image_processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``preprocessor_config.json`` of an image classifier: the zoo data's resize and normalisation."""
+    return {"preprocessor_config.json": image_processor("ViTImageProcessor", net["embedder"]["image_size"], hparams)}
+
+
+FAMILY = Family(
+    hf_class="ViTForImageClassification", config_class="ViTConfig",
+    keys=KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size"},
+    activations=HF_ACTIVATIONS, activation_key="hidden_act", shape=config_only(vit_shape),
+    state_dict=lambda sd, net: hf_vit_state_dict(sd, net["n_layers"]), example=image, processors=image_processors)

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from zoo.convert.bert import ACTIVATIONS
 from zoo.convert.common import build_net, layer_pattern, load_mapped, read_checkpoint_dir, refuse, shape_overrides
 from zoo.convert.vit import classifier_pretrained
+from zoo.convert.family import Family, config_only, image, image_processor, layer_masks
 
 MODEL_TYPES = ("vitdet",)  # the config.json model_type values this converter reads
 HEAD_PREFIX = "head."
@@ -96,3 +97,34 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
                                   ("embedder.image_size", "embedder.channels"), _load_backbone)
     warnings.warn(f"{path} is a ViTDet backbone (no classifier): the classifier head starts from scratch")
     return built
+
+
+def export_layers(net: dict[str, Any]) -> dict[str, Any]:
+    """ViTDet's ``window_block_indices`` and ``window_size`` of the zoo net's per-layer masks, and its
+    ``mlp_ratio``."""
+    layers, window = layer_masks(net, {"zoo.nn.masks.GridWindowMask": "window", "zoo.nn.masks.NoMask": "global"},
+                                 "zoo.nn.masks.GridWindowMask", "VitDetModel")
+    d, d_ff = net["block"]["d_model"], net["block"]["d_ff"]
+    if d_ff % d:
+        raise ValueError(f"VitDetModel's MLP is a whole mlp_ratio x hidden_size: block.d_ff={d_ff} is not a "
+                         f"multiple of block.d_model={d}")
+    return {"window_block_indices": [i for i, kind in enumerate(layers) if kind == "window"],
+            "window_size": window or 0, "mlp_ratio": d_ff // d, "use_relative_position_embeddings": False,
+            "use_absolute_position_embeddings": True}
+
+
+FAMILY = Family(
+    hf_class="VitDetModel", config_class="VitDetConfig",
+    keys={"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
+          "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
+          "image_size": "embedder.image_size", "pretrain_image_size": "embedder.image_size",
+          "num_channels": "embedder.channels", "hidden_dropout_prob": "block.dropout"},
+    activations=ACTIVATIONS, activation_key="hidden_act",
+    # the backbone: no head (a zoo ViTDet classifier's head has no place in VitDetModel)
+    shape=config_only(lambda c: {k: v for k, v in vitdet_shape(c).items() if not k.startswith("head.")}),
+    state_dict=lambda sd, net: vitdet_state_dict(sd, net["n_layers"]), example=image,
+    outputs=lambda hf, x: hf(x).last_hidden_state.flatten(2).transpose(1, 2),  # (B, D, H, W) -> the zoo's (B, N, D)
+    extra=export_layers,
+    processors=lambda net, hparams: {"preprocessor_config.json": image_processor(
+        "ViTImageProcessor", net["embedder"]["image_size"], hparams)},
+    marks_checkpoints=False)  # the backbone: a zoo ViTDet classifier has no class (hf_class=VitDetModel names it)

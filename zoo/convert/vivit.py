@@ -5,12 +5,14 @@ helpers here serve the VideoMAE converter too."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
 
+from zoo.convert import vit
 from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.family import Family, config_only, image_processor, video
 from zoo.convert.vit import FILE_NAMES, HF_ACTIVATIONS, classifier_pretrained, hf_vit_state_dict, rename_parts
 
 MODEL_TYPES = ("vivit",)  # the config.json model_type values this converter reads
@@ -94,3 +96,31 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = vivit_shape(config)
     state = vivit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"])
     return classifier_pretrained(net_cfg, path, shape, state, VIDEO_INPUTS)
+
+
+KEYS = vit.KEYS | {"num_frames": "embedder.frames"}  # the plain copies of a video classifier's config
+
+
+def video_processors(kind: str) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The processor files of a video classifier whose image processor is ``kind``: the zoo's clips,
+    centre-cropped square, resized bilinear, pixel / 255 (ViViT's own processor's default offset
+    maps them to [-1, 1])."""
+    def files(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        config = image_processor(kind, net["embedder"]["image_size"], hparams) | {"do_center_crop": False,
+                                                                                   "resample": 2}
+        # The video-classification pipeline reads with a video processor, built from this file unless
+        # video_preprocessor_config.json names one; ViViT's (VivitVideoProcessor) always offsets,
+        # whatever its config says, so the video file names VideoMAE's, which reads pixel / 255
+        clip = {k: v for k, v in config.items() if k != "image_processor_type"}
+        return {"preprocessor_config.json": config | {"offset": False},
+                "video_preprocessor_config.json": clip | {"video_processor_type": "VideoMAEVideoProcessor",
+                                                          "do_sample_frames": False}}
+    return files
+
+
+FAMILY = Family(
+    hf_class="VivitForVideoClassification", config_class="VivitConfig", keys=KEYS | {"qkv_bias": "block.bias_q"},
+    activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(vivit_shape),
+    state_dict=lambda sd, net: vivit_state_dict(sd, net["n_layers"]), example=video,
+    extra=lambda net: {"tubelet_size": [net["embedder"]["tubelet_size"], *[net["embedder"]["patch_size"]] * 2]},
+    processors=video_processors("VivitImageProcessor"))

@@ -5,6 +5,7 @@ in memory or a checkpoint folder (:func:`pretrained`, the ``model.init_from=DIR`
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.family import Family, config_only, tokens
+
+log = logging.getLogger(__name__)
 
 MODEL_TYPES = ("whisper",)  # the config.json model_type values this converter reads
 
@@ -177,3 +181,43 @@ def feature_extractor(n_mels: int, window: int) -> dict[str, Any]:
             "chunk_length": window // SAMPLE_RATE, "n_samples": window,
             "nb_max_frames": window // HOP_LENGTH, "padding_value": 0.0, "padding_side": "right",
             "return_attention_mask": False, "dither": 0.0}
+
+
+def _processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``preprocessor_config.json``: the feature extractor of the encoder's window (none where that
+    window is not a whole number of seconds, which WhisperFeatureExtractor cannot be configured for)."""
+    from zoo.data.audio import HOP_LENGTH, SAMPLE_RATE
+
+    if hparams.get("audio_window") is None:
+        log.warning("this run read each utterance's own log-mel frames (data.pad_audio=false); Hugging Face's "
+                    "feature extractor pads to the encoder's window, so the ASR pipeline's transcripts can differ "
+                    "from zoo transcribe's. A run with data.pad_audio=true reads audio as the pipeline does")
+    e = net["encoder_embedder"]
+    window = 2 * e["max_len"] * HOP_LENGTH
+    if window % SAMPLE_RATE:  # WhisperFeatureExtractor pads to chunk_length * rate samples: an int
+        log.warning("the encoder's window is %g s, not a whole number of seconds: WhisperFeatureExtractor cannot "
+                    "be configured for it, no preprocessor_config.json is written", window / SAMPLE_RATE)
+        return {}
+    return {"preprocessor_config.json": feature_extractor(e["n_mels"], window)}
+
+
+FAMILY = Family(
+    hf_class="WhisperForConditionalGeneration", config_class="WhisperConfig",
+    keys={"encoder_layers": "n_encoder_layers", "decoder_layers": "n_decoder_layers", "d_model": "block.d_model",
+          "encoder_attention_heads": "block.n_heads", "decoder_attention_heads": "block.n_heads",
+          "encoder_ffn_dim": "block.d_ff", "decoder_ffn_dim": "block.d_ff", "num_mel_bins": "encoder_embedder.n_mels",
+          "max_source_positions": "encoder_embedder.max_len", "max_target_positions": "context",
+          "vocab_size": "head.vocab_size", "dropout": "block.dropout", "attention_dropout": "block.attn_dropout",
+          "activation_dropout": "block.ffn_dropout"},
+    activations={"gelu": "gelu", "relu": "relu", "silu": "silu"}, activation_key="activation_function",
+    shape=config_only(whisper_shape),
+    state_dict=lambda sd, net: whisper_state_dict(sd, net["n_encoder_layers"], net["n_decoder_layers"]),
+    # the encoder's two convolutions halve 2 x max_source_positions frames to its positions
+    example=lambda net: (torch.randn(2, net["encoder_embedder"]["n_mels"], 2 * net["encoder_embedder"]["max_len"]),
+                         tokens(net, "head.vocab_size", 12)),
+    outputs=lambda hf, x: hf(input_features=x[0], decoder_input_ids=x[1]).logits,
+    # Whisper's default special ids are the 51k-token vocabulary's (the config requires a start id):
+    # export() sets the checkpoint's own
+    extra=lambda net: {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None,
+                       "decoder_start_token_id": 0, "begin_suppress_tokens": None},
+    processors=_processors, tokenizer_files=tokenizer_folder)

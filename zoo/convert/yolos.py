@@ -16,7 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.convert import vit
 from zoo.convert.common import build_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, vit_shape
 from zoo.convert.vivit import _square
 
@@ -106,3 +108,29 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     shape = yolos_shape(config)
     return classifier_pretrained(net_cfg, path, shape, yolos_state_dict(state, shape["n_layers"]),
                                  ("embedder.image_size", "embedder.channels"), _load_detector)
+
+
+def _outputs(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, Q, num_classes + 1 + 4): a detector's class logits and boxes side by side."""
+    out = hf(x)
+    return torch.cat([out.logits, out.pred_boxes], -1)
+
+
+def _processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The zoo letterboxes into its square (longer side scaled, padding at the bottom and right)."""
+    size = net["embedder"]["image_size"]
+    config = image_processor("YolosImageProcessor", size, hparams)
+    return {"preprocessor_config.json": config | {
+        "size": {"shortest_edge": size, "longest_edge": size}, "do_pad": True,
+        "pad_size": {"height": size, "width": size}, "format": "coco_detection"}}
+
+
+FAMILY = Family(
+    hf_class="YolosForObjectDetection", config_class="YolosConfig",
+    keys=vit.KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
+                     "num_detection_tokens": "embedder.n_detections"},
+    activations=vit.HF_ACTIVATIONS, activation_key="hidden_act", shape=config_only(yolos_shape),
+    state_dict=lambda sd, net: yolos_state_dict(sd, net["n_layers"]), example=image, outputs=_outputs,
+    extra=lambda net: {"use_mid_position_embeddings": False, "image_size": [net["embedder"]["image_size"]] * 2},
+    ours=lambda net, x: torch.cat(net(x), -1),  # Detections (logits, boxes)
+    processors=_processors)

@@ -1,0 +1,142 @@
+"""The decoders built like Llama (``<Family>ForCausalLM``: pre-RMSNorm, SwiGLU, rotary, grouped-query
+attention, Llama's weight names): one mapping both ways, each family a small table of its names
+and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, and the decoders to come.
+
+:data:`KEYS` is the one table of plain copies, read by the import (Hugging Face config -> the
+net's shape) and written by the export (the net's config -> the Hugging Face config); the
+rotary table, the activation, the biases and the mask are the knobs around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.family import Family, at, config_only
+
+REQUIRED = object()  # a key config.json must hold (no default)
+# Hugging Face config key -> (zoo net config path, its value when config.json omits it): the plain copies
+KEYS: dict[str, tuple[str, Any]] = {
+    "num_hidden_layers": ("n_layers", REQUIRED),
+    "max_position_embeddings": ("context", REQUIRED),
+    "hidden_size": ("block.d_model", REQUIRED),
+    "num_attention_heads": ("block.n_heads", REQUIRED),
+    "num_key_value_heads": ("block.n_kv_heads", None),  # None: one per head (plain multi-head attention)
+    "intermediate_size": ("block.d_ff", REQUIRED),
+    "rms_norm_eps": ("block.norm_eps", 1e-6),
+    "tie_word_embeddings": ("tie_embeddings", False),
+    "attention_dropout": ("block.attn_dropout", 0.0),
+}
+ACTIVATIONS = {"silu": "silu", "gelu": "gelu"}  # Hugging Face ``hidden_act`` -> the Block's
+PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}  # zoo attention part -> Hugging Face's
+FFN = {"gate": "gate_proj", "fc_in": "up_proj", "fc_out": "down_proj"}  # SwiGLU: silu(gate) * up
+
+
+def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """One Llama-like family: what differs from Llama is stated here, nothing else."""
+
+    model: str  # its conf/model/<model>.yaml
+    model_types: tuple[str, ...]  # the config.json model_type values its reader takes
+    hf_class: str  # e.g. "LlamaForCausalLM"
+    config_class: str  # e.g. "LlamaConfig"
+    biases: tuple[str, ...] = ()  # the attention projections with a bias (of q, k, v, out): Qwen2's q, k, v
+    expected: dict[str, Any] = field(default_factory=dict)  # config keys whose one value the zoo expresses
+    keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # plain copies beyond :data:`KEYS`
+    mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # config -> the mask's part of the shape
+    mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # net config -> the mask's config keys
+
+    def shape(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The values, keyed by their path under the language model's net, that give the family's
+        preset the shape of a Hugging Face config (as a dict); refuses what the zoo Block does not
+        express (other biases, rope scaling, d_model != heads x head_dim)."""
+        refuse(config, f"{self.hf_class.removesuffix('ForCausalLM')} config", **self.expected)
+        out = {path: config[key] if default is REQUIRED else config.get(key, default)
+               for key, (path, default) in (KEYS | self.keys).items()}
+        d, heads = out["block.d_model"], out["block.n_heads"]
+        head_dim = config.get("head_dim") or d // heads
+        if head_dim * heads != d:
+            raise ValueError(f"head_dim={head_dim} x {heads} heads != hidden_size={d}: the zoo Block needs "
+                             f"d_model = heads x d_head")
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise ValueError(f"rope_type={kind!r} is not supported (only the plain rotary table)")
+        act = config.get("hidden_act", "silu")
+        if act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
+        return out | self.mask(config) | {
+            "rotary_base": rope.get("rope_theta", config.get("rope_theta", 10000.0)),
+            "tie_embeddings": bool(out["tie_embeddings"]),
+            "block.n_kv_heads": out["block.n_kv_heads"] or heads,
+            "block.activation": ACTIVATIONS[act],
+            **{f"block.bias_{part}": part in self.biases for part in PROJECTIONS},
+        }
+
+    def lm_shape(self, config: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`shape` plus the keys of ``model=<model>`` that depend on it (for a resolved config)."""
+        d, vocab = config["hidden_size"], config["vocab_size"]
+        return self.shape(config) | {
+            "embedder.vocab_size": vocab, "embedder.d_model": d, "embedder.max_len": config["max_position_embeddings"],
+            "head.d_model": d, "head.vocab_size": vocab,
+        }
+
+    def state_dict(self, hf: dict[str, Tensor], n_layers: int, embed: str = "embedder.tokens.weight") -> dict[str, Tensor]:
+        """Rename a ``<Family>Model``'s weights (keys without the ``model.`` prefix) plus
+        ``lm_head.weight`` to the zoo's; ``embed``: where the token embedding sits in the zoo net."""
+        out = {embed: hf["embed_tokens.weight"], "stack.norm.weight": hf["norm.weight"],
+               "head.proj.weight": hf.get("lm_head.weight", hf["embed_tokens.weight"])}  # absent when tied
+        for i in range(n_layers):
+            h, z = f"layers.{i}.", f"stack.blocks.{i}."
+            out |= {z + "attn_norm.weight": hf[h + "input_layernorm.weight"],
+                    z + "ffn_norm.weight": hf[h + "post_attention_layernorm.weight"]}
+            for part, name in PROJECTIONS.items():
+                out[f"{z}attn.{part}.weight"] = hf[f"{h}self_attn.{name}.weight"]
+                if part in self.biases:
+                    out[f"{z}attn.{part}.bias"] = hf[f"{h}self_attn.{name}.bias"]
+            out |= {f"{z}ffn.{part}.weight": hf[f"{h}mlp.{name}.weight"] for part, name in FFN.items()}
+        return out
+
+    @torch.no_grad()
+    def from_transformers(self, hf_model) -> nn.Module:
+        """A zoo net (built from conf/model/<model>.yaml) holding ``hf_model``'s weights."""
+        cfg = hf_model.config.to_dict()
+        net = build_net(self.model, shape_overrides(self.shape(cfg)), {"vocab_size": cfg["vocab_size"]})
+        hf = {k.removeprefix("model."): v for k, v in hf_model.state_dict().items()}
+        load_mapped(net, self.state_dict(hf, cfg["num_hidden_layers"]))
+        return net
+
+    def pretrained(self, net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+        """``model.init_from`` hook: (``net_cfg`` reshaped to the folder at ``path``, the net holding
+        its weights). The data's vocabulary must be the checkpoint's."""
+        config, state = read_checkpoint_dir(path, self.model_types)
+        shape = self.lm_shape(config)
+        check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
+        hf = {k.removeprefix("model."): v for k, v in state.items()}
+        return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"]))
+
+    def export_keys(self, prefix: str = "") -> dict[str, str]:
+        """Hugging Face config key (under ``prefix``, e.g. ``text_config.``) -> zoo path: the plain copies."""
+        return {prefix + key: path for key, (path, _) in (KEYS | self.keys).items()}
+
+    def config_extra(self, net: dict[str, Any]) -> dict[str, Any]:
+        """The Hugging Face config keys that are not plain copies: the rotary table (transformers 5
+        keeps it in ``rope_parameters``) and the mask's."""
+        return {"rope_parameters": {"rope_type": "default", "rope_theta": at(net, "rotary_base")}} | self.mask_config(net)
+
+    def family(self) -> Family:
+        """The export of this family (``FAMILY`` of its module)."""
+        return Family(hf_class=self.hf_class, config_class=self.config_class,
+                      keys=self.export_keys() | {"vocab_size": "embedder.vocab_size"}, activations=ACTIVATIONS,
+                      activation_key="hidden_act", shape=config_only(self.lm_shape),
+                      state_dict=lambda sd, net: self.state_dict({k.removeprefix("model."): v for k, v in sd.items()},
+                                                                 net["n_layers"]),
+                      extra=self.config_extra)

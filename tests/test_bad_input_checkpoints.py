@@ -21,10 +21,11 @@ from zoo.cli.commands import call
 from zoo.convert.common import compose_config
 from zoo.models.presets import DIMS, model_names
 from zoo.objectives.loading import check_resumable, load
-from zoo.checkpoint import net_state
+from zoo.checkpoint import check_names, net_state
 from zoo.data.pretrained import tokenizer_of
 from zoo.train.run import objective
-from zoo.registry import ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, name_of, objective_class
+from zoo.registry import (ALLOWED_CONVERTERS, ALLOWED_TARGETS, FORMER_NAMES, OBJECTIVES, family_modules, name_of,
+                          objective_class)
 
 OPEN = {"_target_": "builtins.open", "file": "pwned", "mode": "w"}
 
@@ -239,6 +240,42 @@ def test_the_registry_covers_every_config_and_resolves():
         used = set(targets(stored))
         assert used <= ALLOWED_TARGETS, (model, used - ALLOWED_TARGETS)
         assert cfg.model.get("converter") in ALLOWED_CONVERTERS | {None}, model
+
+
+# What checkpoints have stored as model.converter: these must keep reading (literal on purpose, as FORMER_NAMES)
+STORED_CONVERTERS = {f"zoo.convert.{name}.pretrained" for name in (
+    "bert", "big_bird", "gpt2", "gpt_neo", "llama", "llava", "mistral", "modernbert", "t5", "videomae", "vit",
+    "vitdet", "vivit", "whisper", "yolos")}
+
+
+def test_every_converter_a_checkpoint_stored_is_still_allowed():
+    assert STORED_CONVERTERS <= ALLOWED_CONVERTERS
+
+
+@pytest.mark.parametrize("converter", [
+    "zoo.convert.hub.resolve",  # the zoo's own, but no family's hook (it downloads)
+    "zoo.convert.common.pretrained",  # a module of zoo/convert that is not a family
+    "zoo.convert.export.export", "zoo.convert.llama.from_transformers", "zoo.convert.llama.LLAMA.pretrained",
+    "zoo.convert.llama", "zoo.convert..pretrained", "os.system.pretrained"])
+def test_a_converter_other_than_a_family_hook_is_refused_before_any_import(converter, tmp_path):
+    ckpt = {"hyper_parameters": {"converter": converter, "net": {}}}
+    before = set(sys.modules)
+    with pytest.raises(ValueError, match=rf"converter={re.escape(repr(converter))} is not a function a zoo"):
+        check_names(ckpt, tmp_path / "x.ckpt")
+    assert set(sys.modules) == before
+
+
+def test_family_modules_are_read_not_imported(tmp_path):
+    """The family modules are found by their source (a top-level FAMILY), so what a checkpoint may
+    name as its converter is known before anything is imported: a module's code never runs."""
+    (tmp_path / "fam.py").write_text(f"open({str(tmp_path / 'pwned')!r}, 'w')\nFAMILY = object()\n"
+                                     f"def pretrained(net_cfg, path): ...\n")
+    (tmp_path / "annotated.py").write_text("FAMILY: object = None\n")
+    (tmp_path / "helper.py").write_text("def pretrained(net_cfg, path): ...\nclass X:\n    FAMILY = 1\n")
+    (tmp_path / "said.py").write_text('"""FAMILY = Family(...) in a docstring is no declaration."""\n')
+    assert family_modules(tmp_path) == ("annotated", "fam")
+    assert not (tmp_path / "pwned").exists() and "fam" not in sys.modules
+    assert set(family_modules()) >= {"llama", "mistral", "gpt2"} and "common" not in family_modules()
 
 
 def test_resuming_from_another_family_says_what_the_checkpoint_holds(gpt_ckpt, tmp_path):

@@ -54,8 +54,11 @@ def hydra_value(value: Any) -> str:
 
 
 def shape_overrides(shape: dict[str, Any], prefix: str = "model.net") -> list[str]:
-    """A converter's shape (values keyed by their path under the net) as Hydra overrides."""
-    return [f"{prefix}.{key}={hydra_value(value)}" for key, value in shape.items()]
+    """A converter's shape (values keyed by their path under the net) as Hydra overrides; a dict
+    (a whole mask) replaces what was there (deleted, then added), as :func:`init_net` applies it."""
+    return [override for key, value in shape.items() for override in (
+        [f"~{prefix}.{key}", f"+{prefix}.{key}={hydra_value(value)}"] if isinstance(value, dict)
+        else [f"{prefix}.{key}={hydra_value(value)}"])]
 
 
 class FolderConfig(dict):
@@ -370,8 +373,8 @@ def init_net(net_cfg: dict[str, Any], shape: dict[str, Any], state: dict[str, Te
     it runs inside a Hydra app. ``shape`` lists every dependent key, so that it applies to a
     resolved config (where ``${..block.d_model}`` is already a number)."""
     cfg = OmegaConf.create(net_cfg)
-    for key, value in shape.items():
-        OmegaConf.update(cfg, key, value)
+    for key, value in shape.items():  # a dict (a whole mask) replaces what was there, it is not merged into it
+        OmegaConf.update(cfg, key, value, merge=not isinstance(value, dict))
     origin = next(filter(None, map(_origin, state.values())), None)
     size.check(OmegaConf.to_container(cfg), f"{origin[0].folder / 'config.json'}" if origin else "the converted net")
     net = hydra.utils.instantiate(cfg)

@@ -1,0 +1,125 @@
+"""The Qwen2 preset: exact against Hugging Face (q/k/v biases, per-layer sliding window, padding),
+read from a folder (``model.init_from=DIR``) and exported back (``zoo export``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from exactness import assert_matches, assert_untied, randomise  # noqa: E402
+from test_export import resolved_net, saved_checkpoint  # noqa: E402
+from text_batches import padded_tokens  # noqa: E402
+from zoo.convert.common import compose_config, shape_overrides  # noqa: E402
+from zoo.convert.export import FAMILIES, to_hf  # noqa: E402
+from zoo.convert.qwen2 import QWEN2, from_transformers  # noqa: E402
+from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
+
+WINDOW = 8
+
+
+def tiny_qwen2(sliding: bool = True, **config):
+    """3 layers, the first full and the last two sliding (``max_window_layers=1``) when ``sliding``."""
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(
+        vocab_size=97, hidden_size=64, intermediate_size=176, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=5000.0,
+        use_sliding_window=sliding, sliding_window=WINDOW, max_window_layers=1, attn_implementation="sdpa", **config)
+    model = transformers.Qwen2ForCausalLM(cfg).eval()
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())  # its own head
+    assert_untied(model)
+    return randomise(model)
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+@pytest.mark.parametrize("length", [37, 5])  # not a multiple of the window; shorter than one
+def test_qwen2_logits_match_transformers(sliding, length):
+    hf = tiny_qwen2(sliding)
+    net = from_transformers(hf).eval()
+    local = LocalMask(WINDOW, causal=True)
+    assert net.stack.layer_masks == ([CausalMask(), local, local] if sliding else [CausalMask()] * 3)
+    attn = net.stack.blocks[0].attn
+    assert all(getattr(attn, p).bias is not None for p in "qkv") and attn.out.bias is None
+    tokens, real = padded_tokens(97, length)  # one row right-padded, one left-padded
+    # fp32 only: Qwen2's rotary tables compute in float32 whatever the dtype
+    with torch.no_grad():
+        ref = hf(tokens, attention_mask=real.long()).logits
+        ours = net(tokens, key_padding=real)
+    assert_matches(ours, ref, real[..., None], what="Qwen2 logits")
+    if sliding and length > WINDOW:
+        hf.config.layer_types = ["full_attention"] * 3  # the same weights without the window: it must matter
+        hf.model.has_sliding_layers = False
+        for layer in hf.model.layers:
+            layer.attention_type = layer.self_attn.layer_type = "full_attention"
+            layer.self_attn.sliding_window = None
+        with torch.no_grad():
+            full = hf(tokens, attention_mask=real.long()).logits
+        assert (full[0, WINDOW:] - ref[0, WINDOW:]).abs().max() > 1e-3
+
+
+def test_qwen2_layer_types_that_slide_without_a_window_are_refused():
+    config = tiny_qwen2(False).config.to_dict() | {"layer_types": ["full_attention", "sliding_attention", "full_attention"]}
+    with pytest.raises(ValueError, match="layer_types names sliding_attention layers but use_sliding_window=False"):
+        QWEN2.shape(config)
+
+
+def test_qwen2_preset_is_llama_with_qkv_biases():
+    net = compose_config(["model=qwen2"]).model.net
+    assert (net.block.bias_q, net.block.bias_k, net.block.bias_v, net.block.bias_out) == (True, True, True, False)
+    assert net.mask._target_ == "zoo.nn.masks.CausalMask" and net.rotary and net.block.norm == "rmsnorm"
+    big = compose_config(["model=qwen2_0_5b"]).model.net
+    assert (big.n_layers, big.block.d_model, big.block.n_heads, big.block.n_kv_heads, big.tie_embeddings) == \
+        (24, 896, 14, 2, True)
+
+
+@torch.no_grad()
+def test_qwen2_folder_gives_the_hf_logits(tmp_path):
+    """model.init_from=DIR: a save_pretrained folder, its sliding layers included, through the shared reader."""
+    from test_init_from import objective_from
+
+    hf = tiny_qwen2()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("qwen2", tmp_path, {"vocab_size": 97})
+    assert model.net.stack.layer_masks == [CausalMask(), LocalMask(WINDOW, causal=True), LocalMask(WINDOW, causal=True)]
+    assert model.hparams.net["mask"]["_target_"] == "zoo.nn.masks.PerLayer"
+    tokens = torch.randint(0, 97, (2, 37))
+    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="Qwen2 logits from a folder")
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+@torch.no_grad()
+def test_qwen2_round_trips_through_the_export(sliding):
+    """HF -> zoo -> HF gives the reference's logits and zoo -> HF -> zoo the same weights; a zoo net
+    drawn away from its init exports to its own logits."""
+    hf = tiny_qwen2(sliding)
+    net_cfg = resolved_net("qwen2", shape_overrides(QWEN2.shape(hf.config.to_dict())), {"vocab_size": 97})
+    zoo = from_transformers(hf).eval()
+    family = FAMILIES["Qwen2ForCausalLM"]
+    x = family.example(net_cfg)
+    back, untouched = to_hf(zoo, net_cfg, "Qwen2ForCausalLM")
+    assert untouched == [] and back.config.layer_types == hf.config.layer_types
+    assert_matches(back(x).logits, hf(x).logits, what="Qwen2: HF -> zoo -> HF logits")
+    again = from_transformers(back).state_dict()
+    assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
+    drawn = randomise(from_transformers(hf), seed=3).eval()
+    out, _ = to_hf(drawn, net_cfg, "Qwen2ForCausalLM")
+    assert_matches(out(x).logits, drawn(x), what="Qwen2: zoo -> HF logits")
+
+
+@torch.no_grad()
+def test_zoo_export_writes_a_qwen2_folder_transformers_loads(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from zoo.cli.commands import call
+
+    model = saved_checkpoint(tmp_path / "q.ckpt", "qwen2", {"vocab_size": 50}, "model.net.n_layers=2",
+                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
+    call("export", [f"ckpt={tmp_path / 'q.ckpt'}", f"out={tmp_path / 'out'}"])
+    assert "(Qwen2ForCausalLM)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "qwen2"
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    tokens = torch.randint(0, 50, (2, 19))
+    assert_matches(hf(tokens).logits, model.net(tokens), what="exported Qwen2 checkpoint's logits")

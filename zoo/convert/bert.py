@@ -22,12 +22,17 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir
-from zoo.convert.family import Family, config_only
+from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 HEAD_PREFIX = "head."
 MODEL_TYPES = ("bert",)  # the config.json model_type values this converter reads
+# BERT config key -> (zoo net path, its value when config.json omits it): the plain copies, both ways (BigBird's too)
+KEYS = {"num_hidden_layers": ("n_layers", REQUIRED), "max_position_embeddings": ("context", REQUIRED),
+        "hidden_size": ("block.d_model", REQUIRED), "num_attention_heads": ("block.n_heads", REQUIRED),
+        "intermediate_size": ("block.d_ff", REQUIRED), "layer_norm_eps": ("block.norm_eps", 1e-12),
+        "vocab_size": ("embedder.vocab_size", REQUIRED), "type_vocab_size": ("embedder.n_segments", 2)}
 
 
 def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
@@ -40,23 +45,15 @@ def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
     act = hf_config.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise ValueError(f"hidden_act={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
-    d, vocab, eps = hf_config["hidden_size"], hf_config["vocab_size"], hf_config.get("layer_norm_eps", 1e-12)
-    context = hf_config["max_position_embeddings"]
-    return {
-        "n_layers": hf_config["num_hidden_layers"],
-        "context": context,
-        "block.d_model": d,
-        "block.n_heads": hf_config["num_attention_heads"],
-        "block.d_ff": hf_config["intermediate_size"],
-        "block.norm_eps": eps,
+    out = copies(hf_config, KEYS)
+    d, eps = out["block.d_model"], out["block.norm_eps"]
+    return out | {
         "block.activation": ACTIVATIONS[act],
-        "embedder.vocab_size": vocab,
         "embedder.d_model": d,
-        "embedder.max_len": context,
-        "embedder.n_segments": hf_config.get("type_vocab_size", 2),
+        "embedder.max_len": out["context"],
         "embedder.norm_eps": eps,
         "head.d_model": d,
-        "head.vocab_size": vocab,
+        "head.vocab_size": out["embedder.vocab_size"],
         "head.activation": ACTIVATIONS[act],
         "head.norm_eps": eps,
     }
@@ -140,12 +137,8 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
 
 
-# Hugging Face config key -> zoo net config path: BERT's plain copies (BigBird's too)
-KEYS = {"num_hidden_layers": "n_layers", "max_position_embeddings": "context", "hidden_size": "block.d_model",
-        "num_attention_heads": "block.n_heads", "intermediate_size": "block.d_ff",
-        "layer_norm_eps": "block.norm_eps", "vocab_size": "embedder.vocab_size",
-        "type_vocab_size": "embedder.n_segments", "hidden_dropout_prob": "block.dropout",
-        "attention_probs_dropout_prob": "block.attn_dropout"}
-FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=KEYS, activations=ACTIVATIONS,
-                activation_key="hidden_act", shape=config_only(bert_shape),
+# written by the export, not read by the import (a fine-tuning run keeps its own dropout)
+DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout"}
+FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
+                activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
                 state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]))

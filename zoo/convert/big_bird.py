@@ -13,7 +13,7 @@ from torch import nn
 from zoo.convert import bert
 from zoo.convert.bert import load_mlm, bert_shape, bert_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
-from zoo.convert.family import Family, config_only, tokens
+from zoo.convert.family import Family, config_only, plain, tokens
 
 MODEL_TYPES = ("big_bird",)
 
@@ -48,7 +48,7 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
 
 FAMILY = Family(
     hf_class="BigBirdForMaskedLM", config_class="BigBirdConfig",
-    keys=bert.KEYS | {"block_size": "mask.block_size", "num_random_blocks": "mask.n_random"},
+    keys=plain(bert.KEYS) | bert.DROPOUT_KEYS | {"block_size": "mask.block_size", "num_random_blocks": "mask.n_random"},
     activations=bert.ACTIVATIONS, activation_key="hidden_act", shape=config_only(big_bird_shape),
     state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
     # long enough for block-sparse attention (Hugging Face falls back to full attention below)

@@ -16,9 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
-from zoo.convert.family import Family, at, config_only
+from zoo.convert.family import REQUIRED, Family, at, config_only, copies, plain
 
-REQUIRED = object()  # a key config.json must hold (no default)
 # Hugging Face config key -> (zoo net config path, its value when config.json omits it): the plain copies
 KEYS: dict[str, tuple[str, Any]] = {
     "num_hidden_layers": ("n_layers", REQUIRED),
@@ -59,8 +58,7 @@ class Decoder:
         preset the shape of a Hugging Face config (as a dict); refuses what the zoo Block does not
         express (other biases, rope scaling, d_model != heads x head_dim)."""
         refuse(config, f"{self.hf_class.removesuffix('ForCausalLM')} config", **self.expected)
-        out = {path: config[key] if default is REQUIRED else config.get(key, default)
-               for key, (path, default) in (KEYS | self.keys).items()}
+        out = copies(config, KEYS | self.keys)
         d, heads = out["block.d_model"], out["block.n_heads"]
         head_dim = config.get("head_dim") or d // heads
         if head_dim * heads != d:
@@ -125,7 +123,7 @@ class Decoder:
 
     def export_keys(self, prefix: str = "") -> dict[str, str]:
         """Hugging Face config key (under ``prefix``, e.g. ``text_config.``) -> zoo path: the plain copies."""
-        return {prefix + key: path for key, (path, _) in (KEYS | self.keys).items()}
+        return plain(KEYS | self.keys, prefix)
 
     def config_extra(self, net: dict[str, Any]) -> dict[str, Any]:
         """The Hugging Face config keys that are not plain copies: the rotary table (transformers 5

@@ -19,6 +19,21 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 
+REQUIRED = object()  # in a table of plain copies: a key config.json must hold (no default)
+
+
+def copies(config: dict[str, Any], table: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """The import's side of a table of plain copies (Hugging Face config key -> (zoo net path, its
+    value when the config omits it, or :data:`REQUIRED`)): zoo path -> the config's value."""
+    return {path: config[key] if default is REQUIRED else config.get(key, default)
+            for key, (path, default) in table.items()}
+
+
+def plain(table: dict[str, tuple[str, Any]], prefix: str = "") -> dict[str, str]:
+    """The export's side of the same table: Hugging Face config key (under ``prefix``) -> zoo path."""
+    return {prefix + key: path for key, (path, _) in table.items()}
+
+
 def at(net: dict[str, Any], path: str) -> Any:
     """The value at ``path`` (dotted) of the net config ``net``."""
     return OmegaConf.select(OmegaConf.create(net), path)

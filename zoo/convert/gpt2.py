@@ -10,11 +10,17 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
-from zoo.convert.family import Family, config_only
+from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
 
 MODEL_TYPES = ("gpt2",)  # the config.json model_type values this converter reads
 # GPT-2's ``activation_function`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+# GPT-2 config key -> (zoo net path, its value when config.json omits it): the plain copies, both ways
+KEYS = {"n_layer": ("n_layers", REQUIRED), "n_positions": ("context", REQUIRED), "n_embd": ("block.d_model", REQUIRED),
+        "n_head": ("block.n_heads", REQUIRED), "n_inner": ("block.d_ff", None),  # None: 4 x n_embd
+        "layer_norm_epsilon": ("block.norm_eps", 1e-5), "vocab_size": ("embedder.vocab_size", REQUIRED),
+        "tie_word_embeddings": ("tie_embeddings", True), "resid_pdrop": ("block.dropout", 0.1),
+        "attn_pdrop": ("block.attn_dropout", 0.1), "embd_pdrop": ("embedder.dropout", 0.1)}
 
 
 def gpt2_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -25,24 +31,16 @@ def gpt2_shape(config: dict[str, Any]) -> dict[str, Any]:
     act = config.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
         raise ValueError(f"GPT-2 activation_function={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
-    d, vocab, context = config["n_embd"], config["vocab_size"], config["n_positions"]
-    return {
-        "n_layers": config["n_layer"],
-        "context": context,
-        "tie_embeddings": bool(config.get("tie_word_embeddings", True)),
-        "block.d_model": d,
-        "block.n_heads": config["n_head"],
-        "block.d_ff": config.get("n_inner") or 4 * d,
-        "block.norm_eps": config.get("layer_norm_epsilon", 1e-5),
+    out = copies(config, KEYS)
+    d = out["block.d_model"]
+    return out | {
+        "tie_embeddings": bool(out["tie_embeddings"]),
+        "block.d_ff": out["block.d_ff"] or 4 * d,
         "block.activation": ACTIVATIONS[act],
-        "block.dropout": config.get("resid_pdrop", 0.1),
-        "block.attn_dropout": config.get("attn_pdrop", 0.1),
-        "embedder.vocab_size": vocab,
         "embedder.d_model": d,
-        "embedder.max_len": context,
-        "embedder.dropout": config.get("embd_pdrop", 0.1),
+        "embedder.max_len": out["context"],
         "head.d_model": d,
-        "head.vocab_size": vocab,
+        "head.vocab_size": out["embedder.vocab_size"],
     }
 
 
@@ -105,9 +103,6 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
 
 FAMILY = Family(
     hf_class="GPT2LMHeadModel", config_class="GPT2Config",
-    keys={"n_layer": "n_layers", "n_positions": "context", "n_embd": "block.d_model", "n_head": "block.n_heads",
-          "n_inner": "block.d_ff", "layer_norm_epsilon": "block.norm_eps", "vocab_size": "embedder.vocab_size",
-          "tie_word_embeddings": "tie_embeddings", "resid_pdrop": "block.dropout", "attn_pdrop": "block.attn_dropout",
-          "embd_pdrop": "embedder.dropout"},
+    keys=plain(KEYS),
     activations=ACTIVATIONS, activation_key="activation_function", shape=config_only(gpt2_shape),
     state_dict=lambda sd, net: gpt2_state_dict(sd, net["n_layers"]))

@@ -289,3 +289,16 @@ def test_a_vitdet_classifier_is_refused_naming_its_head():
     dims = {"num_classes": 4, "image_size": 16, "channels": 3}
     with pytest.raises(ValueError, match=r"VitDetModel has no place for the zoo weights \['head\."):
         to_hf(build_net("vitdet", overrides, dims), resolved_net("vitdet", overrides, dims), "VitDetModel")
+
+
+def test_every_family_module_declares_one_class_and_two_declaring_one_are_refused(monkeypatch):
+    from zoo.convert import families
+    from zoo.registry import family_modules
+
+    assert sorted(families.declared()) == sorted(family_modules())
+    assert len(FAMILIES) == len(family_modules())  # one transformers class per family module
+    gpt2_family = families.declared()["gpt2"]
+    monkeypatch.setattr(families, "declared", lambda: {"gpt2": gpt2_family, "gpt2_again": gpt2_family})
+    with pytest.raises(ValueError, match=r"zoo.convert.gpt2 and zoo.convert.gpt2_again both declare "
+                                         r"FAMILY.hf_class='GPT2LMHeadModel'"):
+        families.by_class()

@@ -18,7 +18,13 @@ def declared() -> dict[str, Family]:
 
 
 def by_class() -> dict[str, Family]:
-    """transformers class name -> its family (what ``zoo export`` writes)."""
+    """transformers class name -> its family (what ``zoo export`` writes); two modules declaring
+    one class are refused, naming both (one would silently win)."""
+    found: dict[str, str] = {}
+    for name, family in declared().items():
+        if found.setdefault(family.hf_class, name) != name:
+            raise ValueError(f"zoo.convert.{found[family.hf_class]} and zoo.convert.{name} both declare "
+                             f"FAMILY.hf_class={family.hf_class!r}: one module per transformers class")
     return {family.hf_class: family for family in declared().values()}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from zoo.convert.decoder import Decoder
 
@@ -26,11 +26,5 @@ def llama_state_dict(hf: dict[str, Tensor], n_layers: int, embed: str = "embedde
     return LLAMA.state_dict(hf, n_layers, embed)
 
 
-def from_transformers(hf_model) -> nn.Module:
-    """A zoo Llama (built from conf/model/llama.yaml) holding ``hf_model``'s weights."""
-    return LLAMA.from_transformers(hf_model)
-
-
-def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: a Hugging Face Llama folder (:meth:`Decoder.pretrained`)."""
-    return LLAMA.pretrained(net_cfg, path)
+from_transformers = LLAMA.from_transformers  # a zoo Llama (conf/model/llama.yaml) of a LlamaForCausalLM in memory
+pretrained = LLAMA.pretrained  # the model.init_from hook: a Hugging Face Llama folder

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
-
 from zoo.convert.decoder import Decoder
 
 
@@ -27,13 +25,5 @@ MISTRAL = Decoder(model="mistral", model_types=("mistral",), hf_class="MistralFo
                   config_class="MistralConfig", keys={"sliding_window": ("mask.window", None)}, mask=window_of)
 MODEL_TYPES = MISTRAL.model_types  # the config.json model_type values this converter reads
 FAMILY = MISTRAL.family()
-
-
-def from_transformers(hf_model) -> nn.Module:
-    """A zoo Mistral (built from conf/model/mistral.yaml) holding ``hf_model``'s weights."""
-    return MISTRAL.from_transformers(hf_model)
-
-
-def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: a Hugging Face Mistral folder: Llama's shape and weights plus the window."""
-    return MISTRAL.pretrained(net_cfg, path)
+from_transformers = MISTRAL.from_transformers  # a zoo Mistral (conf/model/mistral.yaml) of a MistralForCausalLM in memory
+pretrained = MISTRAL.pretrained  # the model.init_from hook: a Hugging Face Mistral folder

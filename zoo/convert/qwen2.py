@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
-
 from zoo.convert.common import layer_pattern
 from zoo.convert.decoder import Decoder
 from zoo.convert.family import layer_masks
@@ -55,13 +53,5 @@ QWEN2 = Decoder(model="qwen2", model_types=("qwen2",), hf_class="Qwen2ForCausalL
                 biases=("q", "k", "v"), mask=masks_of, mask_config=sliding_config)
 MODEL_TYPES = QWEN2.model_types  # the config.json model_type values this converter reads
 FAMILY = QWEN2.family()
-
-
-def from_transformers(hf_model) -> nn.Module:
-    """A zoo Qwen2 (built from conf/model/qwen2.yaml) holding ``hf_model``'s weights."""
-    return QWEN2.from_transformers(hf_model)
-
-
-def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
-    """``model.init_from`` hook: a Hugging Face Qwen2 folder, its sliding layers included."""
-    return QWEN2.pretrained(net_cfg, path)
+from_transformers = QWEN2.from_transformers  # a zoo Qwen2 (conf/model/qwen2.yaml) of a Qwen2ForCausalLM in memory
+pretrained = QWEN2.pretrained  # the model.init_from hook: a Hugging Face Qwen2 folder

@@ -235,6 +235,34 @@ def test_a_from_scratch_checkpoint_of_every_family_exports_and_loads(tmp_path, m
         assert loaded.config.id2label == dict(enumerate(NAMES))
 
 
+@pytest.mark.slow
+def test_a_t5_trained_on_multi30k_translates_through_auto_classes_as_zoo_translate(tmp_path):
+    """The run's BPE tokenizer travels with the export and AutoTokenizer reads it as a fast
+    tokenizer (not T5's Unigram class); AutoModelForSeq2SeqLM's greedy generate gives zoo
+    translate's greedy translations. (transformers 5 has no text2text pipeline.)"""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, T5Tokenizer
+
+    from test_transformer_multi30k import tiny_run_config, write_corpus
+    from zoo.cli.translate import translate
+    from zoo.train.run import train
+
+    write_corpus(tmp_path / "data")
+    train(tiny_run_config(tmp_path, "t5", extra=[
+        "model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", "model.net.block.d_model=32",
+        "model.net.block.n_heads=2", "model.net.block.d_ff=64", "trainer.max_steps=20", "test=false"]))
+    ckpt = tmp_path / "out" / "checkpoints" / "last.ckpt"
+    export(ckpt, tmp_path / "exp")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "exp")
+    assert not isinstance(tokenizer, T5Tokenizer)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "exp").eval()
+    texts = ["Ein Hund rennt im Schnee.", "Zwei Männer sitzen auf einer Bank."]
+    ours = translate(str(ckpt), texts, beam=False)
+    theirs = [tokenizer.decode(model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=12,
+                                              do_sample=False, num_beams=1)[0], skip_special_tokens=True)
+              for text in texts]
+    assert theirs == ours and all(ours)
+
+
 FSDD = Path(os.environ.get("ZOO_DATA_DIR", "/nonexistent")) / "fsdd" / "recordings"
 
 

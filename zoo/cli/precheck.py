@@ -158,6 +158,25 @@ def check(command: str, config: str, arguments: list[str]) -> None:
     raises :class:`Refused`. Hydra's own flags (``--help``, ``-m``, ...) leave the checks to Hydra."""
     if any(a.startswith("-") for a in arguments):
         return
+    cfg = check_overrides(config, arguments)
+    if command == "train":
+        check_train(cfg, Path(cfg.hydra.run.dir))
+    for key in TRAINING_OVERRIDES.get(command, ()):  # e.g. zoo diff's two sides
+        from zoo.cli.diff import side_overrides
+
+        try:
+            check_overrides("train", side_overrides(cfg[key]))
+        except Refused as refusal:
+            raise Refused(f"{key}={cfg[key]}: {refusal}") from None
+
+
+# The keys of a command's config that hold overrides of conf/train.yaml, checked as train's own.
+TRAINING_OVERRIDES = {"diff": ("a", "b")}
+
+
+def check_overrides(config: str, arguments: list[str]) -> DictConfig:
+    """The checks of :func:`check` that every command shares: group choices and keys; returns
+    conf/<config>.yaml composed with ``arguments`` (and Hydra's own config)."""
     overrides = OverridesParser.create().parse_overrides(arguments)
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     for override in overrides:
@@ -177,9 +196,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
             check_added_key(base, key)
         elif _node(base, key.split(".")) is None:
             check_unknown_key(base, key)
-    cfg = _compose(arguments, config, return_hydra_config=True)
-    if command == "train":
-        check_train(cfg, Path(cfg.hydra.run.dir))
+    return _compose(arguments, config, return_hydra_config=True)
 
 
 def _compose(overrides: list[str], config: str, return_hydra_config: bool = False) -> DictConfig:

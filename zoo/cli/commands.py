@@ -61,6 +61,9 @@ COMMANDS: dict[str, Command] = {
                        "write a speech clip and shapes images: the inputs of the README's Commands block"),
     "diff": Command("diff", "zoo.cli.diff:main",
                     "what differs between two configs (diff gpt mistral), grouped by axis", ("a", "b")),
+    "compare": Command("compare", "zoo.cli.compare:main",
+                       "run a study (conf/study/*.yaml): one axis, seeds, one budget; then its report"),
+    "report": Command("report", "zoo.cli.report:main", "a study's table and pictures, from its folder"),
 }
 
 

@@ -168,6 +168,24 @@ def check(command: str, config: str, arguments: list[str]) -> None:
             check_overrides("train", side_overrides(cfg[key]))
         except Refused as refusal:
             raise Refused(f"{key}={cfg[key]}: {refusal}") from None
+    if command == "compare":
+        check_study(cfg.study)
+
+
+def check_study(study: DictConfig) -> None:
+    """A study's runs compose (each value's overrides checked as train's own) and differ in its
+    one axis only (:func:`zoo.cli.study.check_one_axis`)."""
+    from zoo.cli.study import check_one_axis, run_overrides
+
+    try:
+        for value in study["values"]:
+            try:
+                check_overrides("train", run_overrides(study, value))
+            except Refused as refusal:
+                raise Refused(f"study {study.name}, value {value}: {refusal}") from None
+        check_one_axis(study)
+    except ValueError as error:
+        raise Refused(str(error)) from None
 
 
 # The keys of a command's config that hold overrides of conf/train.yaml, checked as train's own.

@@ -1,0 +1,29 @@
+"""``python -m zoo compare study=NAME``: run a study (conf/study/NAME.yaml) as one Hydra multirun
+(every value of its axis x every seed, one budget) into ``out``, then write its report
+(:mod:`zoo.cli.report`). ``launcher=joblib`` (or ``submitit_slurm``, where the Hydra plugin is
+installed) picks Hydra's launcher; by default the runs go one after the other."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from zoo.cli.report import write_report
+from zoo.cli.study import check_one_axis, sweep
+
+
+def main(cfg: DictConfig) -> None:
+    """``zoo compare study=NAME [out=DIR] [launcher=NAME] [steps=N]`` (conf/compare.yaml)."""
+    study, out = cfg.study, Path(cfg.out)
+    check_one_axis(study)
+    if out.exists() and any(out.rglob("metrics.csv")):
+        raise FileExistsError(f"out={out} holds a study's runs already: pick another out= (a killed run resumes "
+                              f"alone: python -m zoo train ckpt_path=RUN/checkpoints/last.ckpt with its overrides)")
+    extra = [f"trainer.max_steps={cfg.steps}"] if cfg.steps else []
+    command = sweep(study, out, cfg.launcher, extra)
+    print(f"{len(study['values']) * len(study.seeds)} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
+    subprocess.run(command, check=True)
+    for path in write_report(out):
+        print(f"wrote {path}")

@@ -75,3 +75,29 @@ def test_a_tiny_study_runs_end_to_end_and_its_report_holds_every_run(tmp_path, s
         assert f"{finals[0]:.4f} / " in row and f" / {finals[-1]:.4f}" in row
     for picture in ("val_vs_flops.png", "val_vs_seconds.png"):
         assert (out / picture).stat().st_size > 1000
+
+
+def test_compare_without_a_study_is_refused_naming_the_choices():
+    with pytest.raises(Refused, match="no study; name one: study=NAME, NAME one of conf/study/.*masks_shakespeare_cpu"):
+        check("compare", "compare", [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arguments, said", [
+    (["diff", "gtp", "mistral"], "a=gtp: model=gtp: no such model (did you mean gpt?)"),
+    (["compare", "study=masks_shakspeare_cpu"], "no such study (did you mean masks_shakespeare_cpu?)"),
+    (["report", "dri=outputs/masks"], "dri: unknown key (did you mean dir?)"),
+])
+def test_the_new_commands_refuse_a_misspelling_within_5_s(tmp_path, arguments, said):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "zoo", *arguments], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+    assert out.returncode in (1, 2) and said in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert time.monotonic() - started < 5 and not any(tmp_path.iterdir())

@@ -16,12 +16,14 @@ from zoo.cli.study import check_one_axis, sweep
 
 def main(cfg: DictConfig) -> None:
     """``zoo compare study=NAME [out=DIR] [launcher=NAME] [steps=N]`` (conf/compare.yaml)."""
+    if "study" not in cfg:
+        raise ValueError("zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml")
     study, out = cfg.study, Path(cfg.out)
     check_one_axis(study)
     if out.exists() and any(out.rglob("metrics.csv")):
         raise FileExistsError(f"out={out} holds a study's runs already: pick another out= (a killed run resumes "
                               f"alone: python -m zoo train ckpt_path=RUN/checkpoints/last.ckpt with its overrides)")
-    extra = [f"trainer.max_steps={cfg.steps}"] if cfg.steps else []
+    extra = [f"trainer.max_steps={cfg.steps}", "quick=true"] if cfg.steps else []
     command = sweep(study, out, cfg.launcher, extra)
     print(f"{len(study['values']) * len(study.seeds)} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
     subprocess.run(command, check=True)

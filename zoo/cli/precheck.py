@@ -169,6 +169,9 @@ def check(command: str, config: str, arguments: list[str]) -> None:
         except Refused as refusal:
             raise Refused(f"{key}={cfg[key]}: {refusal}") from None
     if command == "compare":
+        if "study" not in cfg:
+            raise Refused(f"zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml: "
+                          f"{', '.join(compat.choices('study'))}")
         check_study(cfg.study)
 
 

@@ -101,3 +101,9 @@ def test_the_new_commands_refuse_a_misspelling_within_5_s(tmp_path, arguments, s
                          timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
     assert out.returncode in (1, 2) and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert time.monotonic() - started < 5 and not any(tmp_path.iterdir())
+
+
+def test_a_launcher_hydra_does_not_have_is_refused_before_the_study_folder_exists():
+    with pytest.raises(Refused, match="launcher=jobllib: Hydra has no such launcher here"):
+        check("compare", "compare", ["study=masks_shakespeare_cpu", "launcher=jobllib"])
+    check("compare", "compare", ["study=masks_shakespeare_cpu", "launcher=basic"])  # Hydra's own

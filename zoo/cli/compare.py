@@ -26,6 +26,9 @@ def main(cfg: DictConfig) -> None:
     extra = [f"trainer.max_steps={cfg.steps}", "quick=true"] if cfg.steps else []
     command = sweep(study, out, cfg.launcher, extra)
     print(f"{len(study['values']) * len(study.seeds)} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
-    subprocess.run(command, check=True)
+    done = subprocess.run(command)
+    if done.returncode != 0:  # (the runs' own errors are above, in Hydra's log of the multirun)
+        raise RuntimeError(f"the study's multirun stopped with exit status {done.returncode}; the finished runs' "
+                           f"report: python -m zoo report dir={out}")
     for path in write_report(out):
         print(f"wrote {path}")

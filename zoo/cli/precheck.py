@@ -173,6 +173,13 @@ def check(command: str, config: str, arguments: list[str]) -> None:
             raise Refused(f"zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml: "
                           f"{', '.join(compat.choices('study'))}")
         check_study(cfg.study)
+        if cfg.launcher:  # a Hydra launcher plugin that is not installed: Hydra would fail after the study folder
+            try:
+                _compose([f"hydra/launcher={cfg.launcher}"], "train", return_hydra_config=True)
+            except Refused:
+                raise Refused(f"launcher={cfg.launcher}: Hydra has no such launcher here (is its plugin installed? "
+                              f"joblib: pip install hydra-joblib-launcher; submitit_slurm: hydra-submitit-launcher); "
+                              f"launcher=null runs one after the other") from None
 
 
 def check_study(study: DictConfig) -> None:

@@ -19,11 +19,11 @@ def main(cfg: DictConfig) -> None:
     if "study" not in cfg:
         raise ValueError("zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml")
     study, out = cfg.study, Path(cfg.out)
-    check_one_axis(study)
+    check_one_axis(study, list(cfg.overrides))
     if out.exists() and any(out.rglob("metrics.csv")):
         raise FileExistsError(f"out={out} holds a study's runs already: pick another out= (a killed run resumes "
                               f"alone: python -m zoo train ckpt_path=RUN/checkpoints/last.ckpt with its overrides)")
-    extra = [f"trainer.max_steps={cfg.steps}", "quick=true"] if cfg.steps else []
+    extra = [*cfg.overrides, *([f"trainer.max_steps={cfg.steps}", "quick=true"] if cfg.steps else [])]
     command = sweep(study, out, cfg.launcher, extra)
     print(f"{len(study['values']) * len(study.seeds)} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
     done = subprocess.run(command)

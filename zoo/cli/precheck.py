@@ -172,7 +172,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
         if "study" not in cfg:
             raise Refused(f"zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml: "
                           f"{', '.join(compat.choices('study'))}")
-        check_study(cfg.study)
+        check_study(cfg.study, list(cfg.overrides))
         if cfg.launcher:  # a Hydra launcher plugin that is not installed: Hydra would fail after the study folder
             try:
                 _compose([f"hydra/launcher={cfg.launcher}"], "train", return_hydra_config=True)
@@ -182,18 +182,18 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
-def check_study(study: DictConfig) -> None:
-    """A study's runs compose (each value's overrides checked as train's own) and differ in its
-    one axis only (:func:`zoo.cli.study.check_one_axis`)."""
+def check_study(study: DictConfig, extra: list[str] = ()) -> None:
+    """A study's runs compose (each value's overrides, and ``extra`` added to every run, checked as
+    train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
     from zoo.cli.study import check_one_axis, run_overrides
 
     try:
         for value in study["values"]:
             try:
-                check_overrides("train", run_overrides(study, value))
+                check_overrides("train", run_overrides(study, value, extra))
             except Refused as refusal:
                 raise Refused(f"study {study.name}, value {value}: {refusal}") from None
-        check_one_axis(study)
+        check_one_axis(study, extra)
     except ValueError as error:
         raise Refused(str(error)) from None
 

@@ -17,14 +17,16 @@ from zoo.config import CONF_DIR
 from zoo.models.axes import GROUPS
 
 
-def run_overrides(study: DictConfig, value: str) -> list[str]:
-    """The overrides of conf/train.yaml one value's runs are composed from (the seed aside)."""
-    return [*study.base, *budget_overrides(study), *study["values"][value]]
+def run_overrides(study: DictConfig, value: str, extra: list[str] = ()) -> list[str]:
+    """The overrides of conf/train.yaml one value's runs are composed from (the seed aside), with
+    ``extra`` (zoo compare's ``overrides=``) after the study's own."""
+    return [*study.base, *budget_overrides(study), *study["values"][value], *extra]
 
 
-def check_one_axis(study: DictConfig) -> None:
+def check_one_axis(study: DictConfig, extra: list[str] = ()) -> None:
     """Refuse (ValueError, one line) a study whose values' runs differ in a group other than its
-    ``axis``, or that names no known axis, no values, or a value that chooses a config group."""
+    ``axis``, or that names no known axis, no values, or a value that chooses a config group
+    (``extra``: overrides every run adds, see :func:`run_overrides`)."""
     if study.axis not in GROUPS:
         raise ValueError(f"study {study.name}: axis={study.axis} is none of {', '.join(GROUPS)}")
     if not study.get("values"):
@@ -37,7 +39,7 @@ def check_one_axis(study: DictConfig) -> None:
                                  f"(merged over the base); choose config groups in the base")
     first, *others = study["values"]
     for name in others:
-        grouped = compared(run_overrides(study, first), run_overrides(study, name))
+        grouped = compared(run_overrides(study, first, extra), run_overrides(study, name, extra))
         extra = [group for group in grouped if group != study.axis]
         if extra:
             said = "; ".join(f"{group} ({', '.join(grouped[group])})" for group in grouped)

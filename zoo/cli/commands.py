@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from omegaconf import DictConfig
 from zoo.config import CONF_DIR, compose_config
 
 PACKAGE = Path(__file__).resolve().parents[1]  # zoo/
+# A Hydra override's start: an optional +, ++ or ~, a key or group (with @package), then =.
+OVERRIDE = re.compile(r"^(\+\+|\+|~)?[\w./@-]+=")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,8 @@ class Command:
     config: str  # conf/<config>.yaml
     function: str  # "module:function", imported only when the command runs (the list stays quick)
     summary: str
+    # Keys a bare word on the command line fills, in order (``zoo diff gpt mistral``: a=gpt b=mistral).
+    positional: tuple[str, ...] = ()
 
     def load(self) -> Callable[[DictConfig], Any]:
         module, name = self.function.split(":")
@@ -54,7 +59,29 @@ COMMANDS: dict[str, Command] = {
                         "print the family table; masks=DIR also draws each family's masks"),
     "samples": Command("samples", "zoo.cli.samples:main",
                        "write a speech clip and shapes images: the inputs of the README's Commands block"),
+    "diff": Command("diff", "zoo.cli.diff:main",
+                    "what differs between two configs (diff gpt mistral), grouped by axis", ("a", "b")),
+    "compare": Command("compare", "zoo.cli.compare:main",
+                       "run a study (conf/study/*.yaml): one axis, seeds, one budget; then its report"),
+    "report": Command("report", "zoo.cli.report:main", "a study's table and pictures, from its folder"),
 }
+
+
+def positional_to_overrides(command: Command, arguments: list[str]) -> list[str]:
+    """``arguments`` with each bare word (not ``key=value``, not a flag) given to the command's next
+    positional key, quoted for Hydra: ``["gpt", "mistral x=1"]`` -> ``["a='gpt'", "b='mistral x=1'"]``."""
+    names = iter(command.positional)
+    out = []
+    for argument in arguments:
+        if command.positional and not argument.startswith("-") and not OVERRIDE.match(argument):
+            name = next(names, None)
+            if name is None:
+                print(f"error: {argument!r}: the command takes {len(command.positional)} words "
+                      f"({' '.join(command.positional).upper()}); give other settings as key=value", file=sys.stderr)
+                raise SystemExit(2)
+            argument = f"{name}='" + argument.replace("'", "\\'") + "'"
+        out.append(argument)
+    return out
 
 
 def usage() -> str:
@@ -158,4 +185,5 @@ def main() -> None:
         print(said + usage(), file=sys.stderr)
         raise SystemExit(2)
     del sys.argv[1]  # Hydra reads the overrides from sys.argv[1:]
+    sys.argv[1:] = positional_to_overrides(COMMANDS[given], sys.argv[1:])
     hydra_main(given, command_in_argv=True)()

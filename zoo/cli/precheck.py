@@ -158,6 +158,53 @@ def check(command: str, config: str, arguments: list[str]) -> None:
     raises :class:`Refused`. Hydra's own flags (``--help``, ``-m``, ...) leave the checks to Hydra."""
     if any(a.startswith("-") for a in arguments):
         return
+    cfg = check_overrides(config, arguments)
+    if command == "train":
+        check_train(cfg, Path(cfg.hydra.run.dir))
+    for key in TRAINING_OVERRIDES.get(command, ()):  # e.g. zoo diff's two sides
+        from zoo.cli.diff import side_overrides
+
+        try:
+            check_overrides("train", side_overrides(cfg[key]))
+        except Refused as refusal:
+            raise Refused(f"{key}={cfg[key]}: {refusal}") from None
+    if command == "compare":
+        if "study" not in cfg:
+            raise Refused(f"zoo compare: no study; name one: study=NAME, NAME one of conf/study/*.yaml: "
+                          f"{', '.join(compat.choices('study'))}")
+        check_study(cfg.study, list(cfg.overrides))
+        if cfg.launcher:  # a Hydra launcher plugin that is not installed: Hydra would fail after the study folder
+            try:
+                _compose([f"hydra/launcher={cfg.launcher}"], "train", return_hydra_config=True)
+            except Refused:
+                raise Refused(f"launcher={cfg.launcher}: Hydra has no such launcher here (is its plugin installed? "
+                              f"joblib: pip install hydra-joblib-launcher; submitit_slurm: hydra-submitit-launcher); "
+                              f"launcher=null runs one after the other") from None
+
+
+def check_study(study: DictConfig, extra: list[str] = ()) -> None:
+    """A study's runs compose (each value's overrides, and ``extra`` added to every run, checked as
+    train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
+    from zoo.cli.study import check_one_axis, run_overrides
+
+    try:
+        for value in study["values"]:
+            try:
+                check_overrides("train", run_overrides(study, value, extra))
+            except Refused as refusal:
+                raise Refused(f"study {study.name}, value {value}: {refusal}") from None
+        check_one_axis(study, extra)
+    except ValueError as error:
+        raise Refused(str(error)) from None
+
+
+# The keys of a command's config that hold overrides of conf/train.yaml, checked as train's own.
+TRAINING_OVERRIDES = {"diff": ("a", "b")}
+
+
+def check_overrides(config: str, arguments: list[str]) -> DictConfig:
+    """The checks of :func:`check` that every command shares: group choices and keys; returns
+    conf/<config>.yaml composed with ``arguments`` (and Hydra's own config)."""
     overrides = OverridesParser.create().parse_overrides(arguments)
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     for override in overrides:
@@ -177,9 +224,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
             check_added_key(base, key)
         elif _node(base, key.split(".")) is None:
             check_unknown_key(base, key)
-    cfg = _compose(arguments, config, return_hydra_config=True)
-    if command == "train":
-        check_train(cfg, Path(cfg.hydra.run.dir))
+    return _compose(arguments, config, return_hydra_config=True)
 
 
 def _compose(overrides: list[str], config: str, return_hydra_config: bool = False) -> DictConfig:

@@ -2,15 +2,21 @@
 the mask, the embedder, the head, the Block preset, the positions, and the container (how many
 layers, how long a context, which of the two containers). Every key of a ``model.net`` config
 belongs to exactly one axis; a key that belongs to none is refused, so a family that varies in
-some other way is seen at once. :func:`differences` is what two configs differ in, by axis."""
+some other way is seen at once. :func:`differences` is what two configs differ in, by axis; over a
+whole training config (``python -m zoo diff``, a study's one-axis check) every key outside
+``model.net`` is one more group, ``training`` (:func:`config_axis`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 AXES = ("mask", "embedder", "head", "block", "positions", "container")
+# The groups of a whole training config: the axes, and what trains the network (data, optimiser,
+# trainer, budget, seed, the objective's other arguments).
+GROUPS = (*AXES, "training")
 # The first part of a key under ``model.net`` -> its axis.
 _AXIS_OF_TOP = {
     "mask": "mask",
@@ -35,6 +41,12 @@ def axis_of(key: str) -> str:
     return "positions" if axis == "embedder" and rest.split(".")[0] == "positions" else axis
 
 
+def config_axis(key: str) -> str:
+    """The group of a dotted key of a whole training config: under ``model.net`` its axis
+    (:func:`axis_of`), any other key ``training``."""
+    return axis_of(key.removeprefix("model.net.")) if key.startswith("model.net.") else "training"
+
+
 def flat(net_cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
     """A net config's leaves by dotted key, unresolved (``${..block.d_model}`` stays as written);
     a list (a ``PerLayer`` pattern) is one leaf."""
@@ -56,13 +68,14 @@ def group(net_cfg: DictConfig | dict) -> dict[str, dict[str, Any]]:
     return grouped
 
 
-def differences(a: DictConfig | dict, b: DictConfig | dict) -> dict[str, list[str]]:
+def differences(a: DictConfig | dict, b: DictConfig | dict,
+                axis: Callable[[str], str] = axis_of) -> dict[str, list[str]]:
     """The keys whose values differ between two net configs (or that one of them lacks), by axis;
-    axes with no difference are left out."""
+    axes with no difference are left out. ``axis=config_axis`` for two whole training configs."""
     fa, fb = flat(a), flat(b)
     missing = object()
     changed = sorted(k for k in fa.keys() | fb.keys() if fa.get(k, missing) != fb.get(k, missing))
     out: dict[str, list[str]] = {}
     for key in changed:
-        out.setdefault(axis_of(key), []).append(key)
+        out.setdefault(axis(key), []).append(key)
     return out

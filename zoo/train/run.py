@@ -18,6 +18,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from zoo.train import compat, run_dir
+from zoo.train.budget import Budget
 from zoo.train.callbacks import SaveOnSigterm, StopOnNonFinite
 from zoo.objectives.loading import check_resumable
 from zoo.train.checkpoint_io import NamedCheckpointIO
@@ -97,6 +98,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.detect_nan:
         callbacks.append(StopOnNonFinite(cfg.model.get("init_from")))
     callbacks.append(SaveOnSigterm())
+    budget = Budget.from_config(cfg.get("budget"))
+    if budget is not None:  # budget.flops=... (or tokens, samples, seconds): stop once it is spent
+        callbacks.append(budget)
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers,
                                                  plugins=[NamedCheckpointIO()])

@@ -1,6 +1,6 @@
 """The decoders built like Llama (``<Family>ForCausalLM``: pre-RMSNorm, SwiGLU, rotary, grouped-query
 attention, Llama's weight names): one mapping both ways, each family a small table of its names
-and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, and the decoders to come.
+and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, Qwen3, OLMo 2, and the decoders to come.
 
 :data:`KEYS` is the one table of plain copies, read by the import (Hugging Face config -> the
 net's shape) and written by the export (the net's config -> the Hugging Face config); the
@@ -33,6 +33,8 @@ KEYS: dict[str, tuple[str, Any]] = {
 ACTIVATIONS = {"silu": "silu", "gelu": "gelu"}  # Hugging Face ``hidden_act`` -> the Block's
 PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}  # zoo attention part -> Hugging Face's
 FFN = {"gate": "gate_proj", "fc_in": "up_proj", "fc_out": "down_proj"}  # SwiGLU: silu(gate) * up
+PRE_NORMS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}  # Llama's: each sublayer's input
+QK_NORMS = {"attn.q_norm": "self_attn.q_norm", "attn.k_norm": "self_attn.k_norm"}  # Qwen3's, OLMo 2's
 
 
 def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +54,11 @@ class Decoder:
     keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # plain copies beyond :data:`KEYS`
     mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # config -> the mask's part of the shape
     mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # net config -> the mask's config keys
+    # zoo Block norm -> the Hugging Face layer's (OLMo 2: on each sublayer's output, and on q and k)
+    norms: dict[str, str] = field(default_factory=lambda: dict(PRE_NORMS))
+    # the Block takes the config's head_dim (Qwen3-0.6B: 16 heads of 128 in 1024 wide), this one where
+    # config.json omits it (Qwen3Config's default); None: the family needs d_model = heads x head_dim
+    head_dim: int | None = None
 
     def shape(self, config: dict[str, Any]) -> dict[str, Any]:
         """The values, keyed by their path under the language model's net, that give the family's
@@ -60,10 +67,11 @@ class Decoder:
         refuse(config, f"{self.hf_class.removesuffix('ForCausalLM')} config", **self.expected)
         out = copies(config, KEYS | self.keys)
         d, heads = out["block.d_model"], out["block.n_heads"]
-        head_dim = config.get("head_dim") or d // heads
-        if head_dim * heads != d:
+        head_dim = config.get("head_dim") or self.head_dim or d // heads
+        if head_dim * heads != d and self.head_dim is None:
             raise ValueError(f"head_dim={head_dim} x {heads} heads != hidden_size={d}: the zoo Block needs "
                              f"d_model = heads x d_head")
+        own = {"block.head_dim": head_dim} if self.head_dim is not None else {}
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
         kind = rope.get("rope_type", rope.get("type", "default"))
         if kind != "default":
@@ -71,7 +79,7 @@ class Decoder:
         act = config.get("hidden_act", "silu")
         if act not in ACTIVATIONS:
             raise ValueError(f"hidden_act={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | self.mask(config) | {
+        return out | own | self.mask(config) | {
             "rotary_base": rope.get("rope_theta", config.get("rope_theta", 10000.0)),
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
@@ -94,8 +102,7 @@ class Decoder:
                "head.proj.weight": hf.get("lm_head.weight", hf["embed_tokens.weight"])}  # absent when tied
         for i in range(n_layers):
             h, z = f"layers.{i}.", f"stack.blocks.{i}."
-            out |= {z + "attn_norm.weight": hf[h + "input_layernorm.weight"],
-                    z + "ffn_norm.weight": hf[h + "post_attention_layernorm.weight"]}
+            out |= {f"{z}{norm}.weight": hf[f"{h}{name}.weight"] for norm, name in self.norms.items()}
             for part, name in PROJECTIONS.items():
                 out[f"{z}attn.{part}.weight"] = hf[f"{h}self_attn.{name}.weight"]
                 if part in self.biases:
@@ -122,8 +129,10 @@ class Decoder:
         return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"]))
 
     def export_keys(self, prefix: str = "") -> dict[str, str]:
-        """Hugging Face config key (under ``prefix``, e.g. ``text_config.``) -> zoo path: the plain copies."""
-        return plain(KEYS | self.keys, prefix)
+        """Hugging Face config key (under ``prefix``, e.g. ``text_config.``) -> zoo path: the plain copies
+        (and the head width where the Block takes it: the export states it as a number)."""
+        width = {f"{prefix}head_dim": "block.head_dim"} if self.head_dim is not None else {}
+        return plain(KEYS | self.keys, prefix) | width
 
     def config_extra(self, net: dict[str, Any]) -> dict[str, Any]:
         """The Hugging Face config keys that are not plain copies: the rotary table (transformers 5

@@ -41,9 +41,10 @@ def masks_of(config: dict[str, Any]) -> dict[str, Any]:
     return {"mask": pattern[0] if len(pattern) == 1 else {"_target_": "zoo.nn.masks.PerLayer", "masks": pattern}}
 
 
-def sliding_config(net: dict[str, Any]) -> dict[str, Any]:
-    """Qwen2Config's sliding-window keys of the zoo net's masks (causal and causal-local layers)."""
-    kinds, window = layer_masks(net, KINDS, LOCAL, "Qwen2ForCausalLM")
+def sliding_config(net: dict[str, Any], hf_class: str = "Qwen2ForCausalLM") -> dict[str, Any]:
+    """Qwen2Config's (and Qwen3Config's) sliding-window keys of the zoo net's masks (causal and
+    causal-local layers); ``hf_class`` names the family in a refusal."""
+    kinds, window = layer_masks(net, KINDS, LOCAL, hf_class)
     sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
     return {"use_sliding_window": bool(sliding), "sliding_window": window, "layer_types": kinds,
             "max_window_layers": sliding[0] if sliding else len(kinds)}

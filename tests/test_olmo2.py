@@ -1,0 +1,108 @@
+"""The OLMo 2 preset: exact against Hugging Face (norms on each sublayer's output, q/k norms over
+the whole projections, grouped-query attention, padding), read from a folder
+(``model.init_from=DIR``) and exported back (``zoo export``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from exactness import assert_matches, assert_untied, randomise  # noqa: E402
+from test_export import resolved_net, saved_checkpoint  # noqa: E402
+from text_batches import padded_tokens  # noqa: E402
+from zoo.convert.common import compose_config, shape_overrides  # noqa: E402
+from zoo.convert.export import FAMILIES, to_hf  # noqa: E402
+from zoo.convert.olmo2 import OLMO2, from_transformers  # noqa: E402
+from zoo.nn.masks import CausalMask  # noqa: E402
+
+
+def tiny_olmo2(**config):
+    """3 layers, 4 heads / 2 kv heads of 16: the k norm is narrower than the q norm."""
+    torch.manual_seed(0)
+    cfg = transformers.Olmo2Config(
+        vocab_size=97, hidden_size=64, intermediate_size=176, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=5000.0,
+        attn_implementation="sdpa", **config)
+    model = transformers.Olmo2ForCausalLM(cfg).eval()
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())  # its own head
+    assert_untied(model)
+    return randomise(model)  # the norms too: away from their init of ones
+
+
+@pytest.mark.parametrize("length", [37, 5])
+def test_olmo2_logits_match_transformers(length):
+    hf = tiny_olmo2()
+    net = from_transformers(hf).eval()
+    assert net.stack.layer_masks == [CausalMask()] * 3
+    block = net.stack.blocks[0]
+    assert block.attn.q_norm.weight.shape == (64,) and block.attn.k_norm.weight.shape == (32,)
+    assert isinstance(block.attn_norm, torch.nn.Identity)  # no norm on a sublayer's input
+    tokens, real = padded_tokens(97, length)  # one row right-padded, one left-padded
+    with torch.no_grad():
+        ref = hf(tokens, attention_mask=real.long()).logits
+        ours = net(tokens, key_padding=real)
+    assert_matches(ours, ref, real[..., None], what="OLMo 2 logits")
+
+
+def test_olmo2_preset_moves_llamas_norms():
+    net = compose_config(["model=olmo2"]).model.net
+    assert (net.block.input_norm, net.block.output_norm, net.block.qk_norm) == (False, True, "all")
+    assert net.mask._target_ == "zoo.nn.masks.CausalMask" and net.rotary and net.block.norm == "rmsnorm"
+    big = compose_config(["model=olmo2_1b"]).model.net
+    assert (big.n_layers, big.block.d_model, big.block.n_heads, big.block.n_kv_heads, big.tie_embeddings) == \
+        (16, 2048, 16, 16, False)
+
+
+def test_olmo2_attention_bias_is_refused():
+    with pytest.raises(ValueError, match="attention_bias"):
+        OLMO2.shape(tiny_olmo2().config.to_dict() | {"attention_bias": True})
+
+
+@torch.no_grad()
+def test_olmo2_folder_gives_the_hf_logits(tmp_path):
+    """model.init_from=DIR: a save_pretrained folder through the shared reader."""
+    from test_init_from import objective_from
+
+    hf = tiny_olmo2()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("olmo2", tmp_path, {"vocab_size": 97})
+    tokens = torch.randint(0, 97, (2, 37))
+    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="OLMo 2 logits from a folder")
+
+
+@torch.no_grad()
+def test_olmo2_round_trips_through_the_export():
+    """HF -> zoo -> HF gives the reference's logits and zoo -> HF -> zoo the same weights; a zoo net
+    drawn away from its init exports to its own logits."""
+    hf = tiny_olmo2()
+    net_cfg = resolved_net("olmo2", shape_overrides(OLMO2.shape(hf.config.to_dict())), {"vocab_size": 97})
+    zoo = from_transformers(hf).eval()
+    x = FAMILIES["Olmo2ForCausalLM"].example(net_cfg)
+    back, untouched = to_hf(zoo, net_cfg, "Olmo2ForCausalLM")
+    assert untouched == []
+    assert_matches(back(x).logits, hf(x).logits, what="OLMo 2: HF -> zoo -> HF logits")
+    again = from_transformers(back).state_dict()
+    assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
+    drawn = randomise(from_transformers(hf), seed=3).eval()
+    out, _ = to_hf(drawn, net_cfg, "Olmo2ForCausalLM")
+    assert_matches(out(x).logits, drawn(x), what="OLMo 2: zoo -> HF logits")
+
+
+@torch.no_grad()
+def test_zoo_export_writes_an_olmo2_folder_transformers_loads(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from zoo.cli.commands import call
+
+    model = saved_checkpoint(tmp_path / "o.ckpt", "olmo2", {"vocab_size": 50}, "model.net.n_layers=2",
+                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
+    call("export", [f"ckpt={tmp_path / 'o.ckpt'}", f"out={tmp_path / 'out'}"])
+    assert "(Olmo2ForCausalLM)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "olmo2"
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    tokens = torch.randint(0, 50, (2, 19))
+    assert_matches(hf(tokens).logits, model.net(tokens), what="exported OLMo 2 checkpoint's logits")

@@ -1,0 +1,118 @@
+"""The Qwen3 preset: exact against Hugging Face (per-head q/k norms, a head_dim of its own, per-layer
+sliding window, padding), read from a folder (``model.init_from=DIR``) and exported back (``zoo export``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from exactness import assert_matches, assert_untied, randomise  # noqa: E402
+from test_export import resolved_net, saved_checkpoint  # noqa: E402
+from text_batches import padded_tokens  # noqa: E402
+from zoo.convert.common import compose_config, shape_overrides  # noqa: E402
+from zoo.convert.export import FAMILIES, to_hf  # noqa: E402
+from zoo.convert.qwen3 import QWEN3, from_transformers  # noqa: E402
+from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
+
+WINDOW, HEAD_DIM = 8, 24  # 4 heads of 24 in 64 wide: head_dim is not d_model / n_heads, as in Qwen3-0.6B
+
+
+def tiny_qwen3(sliding: bool = True, **config):
+    """3 layers, the first full and the last two sliding (``max_window_layers=1``) when ``sliding``."""
+    torch.manual_seed(0)
+    cfg = transformers.Qwen3Config(
+        vocab_size=97, hidden_size=64, intermediate_size=176, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=HEAD_DIM, max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=5000.0,
+        use_sliding_window=sliding, sliding_window=WINDOW, max_window_layers=1, attn_implementation="sdpa", **config)
+    model = transformers.Qwen3ForCausalLM(cfg).eval()
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())  # its own head
+    assert_untied(model)
+    return randomise(model)  # the q/k norms too: away from their init of ones
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+@pytest.mark.parametrize("length", [37, 5])  # not a multiple of the window; shorter than one
+def test_qwen3_logits_match_transformers(sliding, length):
+    hf = tiny_qwen3(sliding)
+    net = from_transformers(hf).eval()
+    local = LocalMask(WINDOW, causal=True)
+    assert net.stack.layer_masks == ([CausalMask(), local, local] if sliding else [CausalMask()] * 3)
+    attn = net.stack.blocks[0].attn
+    assert attn.q.weight.shape == (4 * HEAD_DIM, 64) and attn.q_norm.weight.shape == (HEAD_DIM,)
+    tokens, real = padded_tokens(97, length)  # one row right-padded, one left-padded
+    with torch.no_grad():
+        ref = hf(tokens, attention_mask=real.long()).logits
+        ours = net(tokens, key_padding=real)
+    assert_matches(ours, ref, real[..., None], what="Qwen3 logits")
+
+
+def test_qwen3_preset_is_llama_with_per_head_qk_norms():
+    net = compose_config(["model=qwen3"]).model.net
+    assert net.block.qk_norm == "head" and not net.block.bias_q and net.block.head_dim is None
+    assert net.mask._target_ == "zoo.nn.masks.CausalMask" and net.rotary and net.block.norm == "rmsnorm"
+    big = compose_config(["model=qwen3_0_6b"]).model.net
+    assert (big.n_layers, big.block.d_model, big.block.n_heads, big.block.n_kv_heads, big.block.head_dim,
+            big.tie_embeddings) == (28, 1024, 16, 8, 128, True)
+
+
+@torch.no_grad()
+def test_qwen3_folder_gives_the_hf_logits(tmp_path):
+    """model.init_from=DIR: a save_pretrained folder, its sliding layers and head_dim included."""
+    from test_init_from import objective_from
+
+    hf = tiny_qwen3()
+    hf.save_pretrained(tmp_path)
+    model = objective_from("qwen3", tmp_path, {"vocab_size": 97})
+    assert model.net.stack.layer_masks == [CausalMask(), LocalMask(WINDOW, causal=True), LocalMask(WINDOW, causal=True)]
+    assert model.hparams.net["block"]["head_dim"] == HEAD_DIM
+    tokens = torch.randint(0, 97, (2, 37))
+    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="Qwen3 logits from a folder")
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+@torch.no_grad()
+def test_qwen3_round_trips_through_the_export(sliding):
+    """HF -> zoo -> HF gives the reference's logits and zoo -> HF -> zoo the same weights; a zoo net
+    drawn away from its init exports to its own logits."""
+    hf = tiny_qwen3(sliding)
+    net_cfg = resolved_net("qwen3", shape_overrides(QWEN3.shape(hf.config.to_dict())), {"vocab_size": 97})
+    zoo = from_transformers(hf).eval()
+    family = FAMILIES["Qwen3ForCausalLM"]
+    x = family.example(net_cfg)
+    back, untouched = to_hf(zoo, net_cfg, "Qwen3ForCausalLM")
+    assert untouched == [] and back.config.layer_types == hf.config.layer_types
+    assert back.config.head_dim == HEAD_DIM
+    assert_matches(back(x).logits, hf(x).logits, what="Qwen3: HF -> zoo -> HF logits")
+    again = from_transformers(back).state_dict()
+    assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
+    drawn = randomise(from_transformers(hf), seed=3).eval()
+    out, _ = to_hf(drawn, net_cfg, "Qwen3ForCausalLM")
+    assert_matches(out(x).logits, drawn(x), what="Qwen3: zoo -> HF logits")
+
+
+@torch.no_grad()
+def test_zoo_export_writes_a_qwen3_folder_transformers_loads(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from zoo.cli.commands import call
+
+    model = saved_checkpoint(tmp_path / "q.ckpt", "qwen3", {"vocab_size": 50}, "model.net.n_layers=2",
+                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
+    call("export", [f"ckpt={tmp_path / 'q.ckpt'}", f"out={tmp_path / 'out'}"])
+    assert "(Qwen3ForCausalLM)" in capsys.readouterr().out
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (config["model_type"], config["head_dim"]) == ("qwen3", 8)  # 32 wide / 4 heads, written as a number
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    tokens = torch.randint(0, 50, (2, 19))
+    assert_matches(hf(tokens).logits, model.net(tokens), what="exported Qwen3 checkpoint's logits")
+
+
+def test_qwen3_config_without_head_dim_reads_qwen3s_default():
+    """Qwen3Config's head_dim is 128 when config.json omits it, not hidden_size / heads (as Llama's)."""
+    config = tiny_qwen3(False).config.to_dict()
+    del config["head_dim"]
+    assert QWEN3.shape(config)["block.head_dim"] == transformers.Qwen3Config().head_dim == 128

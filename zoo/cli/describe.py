@@ -44,10 +44,22 @@ def _pattern(tower) -> str:
     return f"[{', '.join(_name(m) for m in masks[:period])}] x {repeats}" + (f" + {rest}" if rest else "")
 
 
+NORM_NAMES = {"layernorm": "LN", "rmsnorm": "RMSNorm", "rmsnorm_1p": "RMSNorm(1+w)"}
+
+
 def _block_preset(cfg) -> str:
+    """Where the Block's norms sit and which (pre / post / output: on the sublayer's output, or both),
+    its query-key norm and soft-capping where set, and the feed-forward's activation."""
     b = cfg.net.block
-    act = ("gated " if b.gated else "") + b.activation
-    return f"{'pre' if b.prenorm else 'post'}-{'LN' if b.norm == 'layernorm' else 'RMSNorm'}, {act}"
+    where = "pre" if b.prenorm else "post"
+    if b.get("output_norm"):
+        where = f"{where}+output" if b.get("input_norm", True) else "output"
+    parts = [f"{where}-{NORM_NAMES.get(b.norm, b.norm)}"]
+    if b.get("qk_norm"):
+        parts.append(f"qk-norm ({b.qk_norm})")
+    if b.get("attn_softcap"):
+        parts.append(f"softcap {b.attn_softcap:g}")
+    return ", ".join([*parts, ("gated " if b.gated else "") + b.activation])
 
 
 def _positions(net: torch.nn.Module) -> str:

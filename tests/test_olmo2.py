@@ -4,18 +4,15 @@ the whole projections, grouped-query attention, padding), read from a folder
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
+from decoder_family import check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
-from test_export import resolved_net, saved_checkpoint  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
-from zoo.convert.common import compose_config, shape_overrides  # noqa: E402
-from zoo.convert.export import FAMILIES, to_hf  # noqa: E402
+from zoo.convert.common import compose_config  # noqa: E402
 from zoo.convert.olmo2 import OLMO2, from_transformers  # noqa: E402
 from zoo.nn.masks import CausalMask  # noqa: E402
 
@@ -74,35 +71,9 @@ def test_olmo2_folder_gives_the_hf_logits(tmp_path):
     assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="OLMo 2 logits from a folder")
 
 
-@torch.no_grad()
 def test_olmo2_round_trips_through_the_export():
-    """HF -> zoo -> HF gives the reference's logits and zoo -> HF -> zoo the same weights; a zoo net
-    drawn away from its init exports to its own logits."""
-    hf = tiny_olmo2()
-    net_cfg = resolved_net("olmo2", shape_overrides(OLMO2.shape(hf.config.to_dict())), {"vocab_size": 97})
-    zoo = from_transformers(hf).eval()
-    x = FAMILIES["Olmo2ForCausalLM"].example(net_cfg)
-    back, untouched = to_hf(zoo, net_cfg, "Olmo2ForCausalLM")
-    assert untouched == []
-    assert_matches(back(x).logits, hf(x).logits, what="OLMo 2: HF -> zoo -> HF logits")
-    again = from_transformers(back).state_dict()
-    assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
-    drawn = randomise(from_transformers(hf), seed=3).eval()
-    out, _ = to_hf(drawn, net_cfg, "Olmo2ForCausalLM")
-    assert_matches(out(x).logits, drawn(x), what="OLMo 2: zoo -> HF logits")
+    check_round_trip(tiny_olmo2(), OLMO2)
 
 
-@torch.no_grad()
 def test_zoo_export_writes_an_olmo2_folder_transformers_loads(tmp_path, capsys):
-    from transformers import AutoModelForCausalLM
-
-    from zoo.cli.commands import call
-
-    model = saved_checkpoint(tmp_path / "o.ckpt", "olmo2", {"vocab_size": 50}, "model.net.n_layers=2",
-                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
-    call("export", [f"ckpt={tmp_path / 'o.ckpt'}", f"out={tmp_path / 'out'}"])
-    assert "(Olmo2ForCausalLM)" in capsys.readouterr().out
-    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "olmo2"
-    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
-    tokens = torch.randint(0, 50, (2, 19))
-    assert_matches(hf(tokens).logits, model.net(tokens), what="exported OLMo 2 checkpoint's logits")
+    assert check_zoo_export(tmp_path, capsys, OLMO2)["model_type"] == "olmo2"

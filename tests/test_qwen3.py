@@ -3,18 +3,15 @@ sliding window, padding), read from a folder (``model.init_from=DIR``) and expor
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
+from decoder_family import check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
-from test_export import resolved_net, saved_checkpoint  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
-from zoo.convert.common import compose_config, shape_overrides  # noqa: E402
-from zoo.convert.export import FAMILIES, to_hf  # noqa: E402
+from zoo.convert.common import compose_config  # noqa: E402
 from zoo.convert.qwen3 import QWEN3, from_transformers  # noqa: E402
 from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
 
@@ -74,41 +71,15 @@ def test_qwen3_folder_gives_the_hf_logits(tmp_path):
 
 
 @pytest.mark.parametrize("sliding", [True, False])
-@torch.no_grad()
 def test_qwen3_round_trips_through_the_export(sliding):
-    """HF -> zoo -> HF gives the reference's logits and zoo -> HF -> zoo the same weights; a zoo net
-    drawn away from its init exports to its own logits."""
     hf = tiny_qwen3(sliding)
-    net_cfg = resolved_net("qwen3", shape_overrides(QWEN3.shape(hf.config.to_dict())), {"vocab_size": 97})
-    zoo = from_transformers(hf).eval()
-    family = FAMILIES["Qwen3ForCausalLM"]
-    x = family.example(net_cfg)
-    back, untouched = to_hf(zoo, net_cfg, "Qwen3ForCausalLM")
-    assert untouched == [] and back.config.layer_types == hf.config.layer_types
-    assert back.config.head_dim == HEAD_DIM
-    assert_matches(back(x).logits, hf(x).logits, what="Qwen3: HF -> zoo -> HF logits")
-    again = from_transformers(back).state_dict()
-    assert all(torch.equal(again[k], v) for k, v in zoo.state_dict().items()), "zoo -> HF -> zoo weights"
-    drawn = randomise(from_transformers(hf), seed=3).eval()
-    out, _ = to_hf(drawn, net_cfg, "Qwen3ForCausalLM")
-    assert_matches(out(x).logits, drawn(x), what="Qwen3: zoo -> HF logits")
+    back = check_round_trip(hf, QWEN3)
+    assert back.config.layer_types == hf.config.layer_types and back.config.head_dim == HEAD_DIM
 
 
-@torch.no_grad()
 def test_zoo_export_writes_a_qwen3_folder_transformers_loads(tmp_path, capsys):
-    from transformers import AutoModelForCausalLM
-
-    from zoo.cli.commands import call
-
-    model = saved_checkpoint(tmp_path / "q.ckpt", "qwen3", {"vocab_size": 50}, "model.net.n_layers=2",
-                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
-    call("export", [f"ckpt={tmp_path / 'q.ckpt'}", f"out={tmp_path / 'out'}"])
-    assert "(Qwen3ForCausalLM)" in capsys.readouterr().out
-    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    config = check_zoo_export(tmp_path, capsys, QWEN3)
     assert (config["model_type"], config["head_dim"]) == ("qwen3", 8)  # 32 wide / 4 heads, written as a number
-    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
-    tokens = torch.randint(0, 50, (2, 19))
-    assert_matches(hf(tokens).logits, model.net(tokens), what="exported Qwen3 checkpoint's logits")
 
 
 def test_qwen3_config_without_head_dim_reads_qwen3s_default():

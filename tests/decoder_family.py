@@ -53,3 +53,16 @@ def check_zoo_export(tmp_path: Path, capsys, decoder: Decoder) -> dict:
     tokens = torch.randint(0, 50, (2, 19))
     assert_matches(hf(tokens).logits, model.net(tokens), what=f"exported {decoder.model} checkpoint's logits")
     return config
+
+
+@torch.no_grad()
+def check_folder(tmp_path: Path, hf: torch.nn.Module, decoder: Decoder):
+    """``model.init_from=DIR`` of ``hf``'s ``save_pretrained`` folder, through the shared reader,
+    gives ``hf``'s logits. Returns the objective read."""
+    from test_init_from import objective_from
+
+    hf.save_pretrained(tmp_path)
+    model = objective_from(decoder.model, tmp_path, {"vocab_size": hf.config.vocab_size})
+    tokens = torch.randint(0, hf.config.vocab_size, (2, 37))
+    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what=f"{decoder.model} logits from a folder")
+    return model

@@ -9,7 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
@@ -62,13 +62,7 @@ def test_olmo2_attention_bias_is_refused():
 @torch.no_grad()
 def test_olmo2_folder_gives_the_hf_logits(tmp_path):
     """model.init_from=DIR: a save_pretrained folder through the shared reader."""
-    from test_init_from import objective_from
-
-    hf = tiny_olmo2()
-    hf.save_pretrained(tmp_path)
-    model = objective_from("olmo2", tmp_path, {"vocab_size": 97})
-    tokens = torch.randint(0, 97, (2, 37))
-    assert_matches(model.net.eval()(tokens), hf(tokens).logits, what="OLMo 2 logits from a folder")
+    check_folder(tmp_path, tiny_olmo2(), OLMO2)
 
 
 def test_olmo2_round_trips_through_the_export():

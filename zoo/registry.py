@@ -106,7 +106,8 @@ def family_modules(folder: Path = CONVERT_DIR) -> tuple[str, ...]:
 
 # Every function a stored ``converter`` may name (``model.init_from=DIR`` reads the directory with
 # it): each family module's hook, ``zoo.convert.<family>.pretrained``, as checkpoints have always stored it.
-ALLOWED_CONVERTERS: frozenset[str] = frozenset(f"zoo.convert.{name}.{CONVERTER_HOOK}" for name in family_modules())
+FAMILY_MODULES: tuple[str, ...] = family_modules()  # read once per process
+ALLOWED_CONVERTERS: frozenset[str] = frozenset(f"zoo.convert.{name}.{CONVERTER_HOOK}" for name in FAMILY_MODULES)
 
 
 def objective_name(stored: object) -> str:

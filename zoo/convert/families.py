@@ -1,6 +1,7 @@
 """Every family's export description, collected from the family modules themselves: each module
-of ``zoo/convert`` that declares ``FAMILY`` (:func:`zoo.registry.family_modules`, which finds them
-without importing them). Nothing here names a family: adding one is adding its module."""
+of ``zoo/convert`` that declares ``FAMILY`` (``zoo.registry.FAMILY_MODULES``, found by
+:func:`zoo.registry.family_modules` without importing them). Nothing here names a family: adding
+one is adding its module."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import importlib
 from functools import cache
 
 from zoo.convert.family import Family
-from zoo.registry import CONVERTER_HOOK, family_modules
+from zoo.registry import CONVERTER_HOOK, FAMILY_MODULES
 
 
 @cache
 def declared() -> dict[str, Family]:
     """Family module name (``zoo.convert.<name>``) -> its ``FAMILY``."""
-    return {name: importlib.import_module(f"zoo.convert.{name}").FAMILY for name in family_modules()}
+    return {name: importlib.import_module(f"zoo.convert.{name}").FAMILY for name in FAMILY_MODULES}
 
 
 def by_class() -> dict[str, Family]:

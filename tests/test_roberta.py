@@ -60,6 +60,20 @@ def test_positions_start_after_the_padding_row_and_skip_padding():
     assert (shape["context"], shape["embedder.max_len"], shape["embedder.position_offset"]) == (22, 24, 2)
 
 
+@torch.no_grad()
+def test_left_padding_needs_the_padding_aware_count():
+    """Counting positions over the padding too (the offset alone) moves a left-padded sequence's
+    tokens to other rows: the reference's logits are then missed, so the rule above is what matches."""
+    hf = tiny()
+    net = roberta.from_transformers(hf)
+    ids, padding = padded(13)
+    ref = hf(input_ids=ids, attention_mask=padding.long()).logits
+    net.embedder.position_pad_id = None
+    with pytest.raises(AssertionError, match="differs from the reference"):
+        assert_matches(net(ids, key_padding=padding), ref, padding[..., None], what="offset-only positions")
+    assert_matches(net(ids[:2], key_padding=padding[:2]), ref[:2], padding[:2, :, None], what="no left padding")
+
+
 def test_a_padding_id_outside_the_table_is_refused():
     config = tiny().config.to_dict() | {"pad_token_id": 30}
     with pytest.raises(ValueError, match="pad_token_id=30"):

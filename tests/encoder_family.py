@@ -61,15 +61,15 @@ def check_round_trip(hf: torch.nn.Module, module: ModuleType, model: str, shape)
 
 
 @torch.no_grad()
-def check_zoo_export(tmp_path: Path, capsys, model: str, hf_class: str, dims: dict) -> dict:
+def check_zoo_export(tmp_path: Path, capsys, model: str, hf_class: str, dims: dict, *overrides: str) -> dict:
     """``zoo export`` of a small randomised ``model=<model>`` checkpoint writes a folder of
-    ``hf_class`` that AutoModelForMaskedLM loads to the checkpoint's logits. Returns its config.json."""
+    ``hf_class`` that AutoModelForMaskedLM loads (``overrides``: more of the checkpoint's settings) to the checkpoint's logits. Returns its config.json."""
     from transformers import AutoModelForMaskedLM
 
     from zoo.cli.commands import call
 
     built = saved_checkpoint(tmp_path / "m.ckpt", model, MLM_DIMS | dims, "model.net.n_layers=2",
-                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
+                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24", *overrides)
     call("export", [f"ckpt={tmp_path / 'm.ckpt'}", f"out={tmp_path / 'out'}"])
     assert f"({hf_class})" in capsys.readouterr().out
     config = json.loads((tmp_path / "out" / "config.json").read_text())

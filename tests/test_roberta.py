@@ -107,6 +107,13 @@ def test_zoo_export_writes_a_folder_auto_model_loads(tmp_path, capsys):
     assert (config["max_position_embeddings"], config["pad_token_id"], config["type_vocab_size"]) == (26, 1, 1)
 
 
+def test_an_xlm_r_checkpoint_is_written_as_one(tmp_path, capsys):
+    config = check_zoo_export(tmp_path, capsys, "roberta", "XLMRobertaForMaskedLM", {"vocab_size": 50, "pad_id": 1},
+                              "model.converter=zoo.convert.xlm_roberta.pretrained")
+    assert config["model_type"] == "xlm-roberta"
+    assert compose_config(["model=xlm_roberta_base"]).model.converter == "zoo.convert.xlm_roberta.pretrained"
+
+
 # roberta-base's and xlm-roberta-base's config.json, 2 layers of 2 heads of 64 (not 12 of 12)
 RELEASED = dict(architectures=["RobertaForMaskedLM"], attention_probs_dropout_prob=0.1, bos_token_id=0,
                 eos_token_id=2, hidden_act="gelu", hidden_dropout_prob=0.1, hidden_size=128,

@@ -81,6 +81,7 @@ class Layout:
     blocks: dict[str, str]  # zoo module (under ``stack.blocks.i.``) -> Hugging Face module (under ``layer``)
     head: dict[str, str]  # zoo module (under ``head.``) -> Hugging Face module, the decoder's matrix tied
     head_bias: tuple[str, ...]  # where the decoder's bias may be, the first present (present: an MLM head)
+    decoder: str  # the head's matrix, the token table's (tied): a state dict may hold the two once, under this name
 
 
 BERT = Layout(
@@ -94,7 +95,7 @@ BERT = Layout(
             "attn.out": "attention.output.dense", "attn_norm": "attention.output.LayerNorm",
             "ffn.fc_in": "intermediate.dense", "ffn.fc_out": "output.dense", "ffn_norm": "output.LayerNorm"},
     head={"dense": "cls.predictions.transform.dense", "norm": "cls.predictions.transform.LayerNorm"},
-    head_bias=("cls.predictions.bias",))
+    head_bias=("cls.predictions.bias",), decoder="cls.predictions.decoder.weight")
 
 
 def encoder_state_dict(hf: dict[str, Tensor], n_layers: int, layout: Layout) -> dict[str, Tensor]:
@@ -103,6 +104,8 @@ def encoder_state_dict(hf: dict[str, Tensor], n_layers: int, layout: Layout) -> 
     weights (a ``BertModel`` checkpoint) the result has no ``head.*`` entries."""
     sd = {k.removeprefix(layout.prefix).replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
           for k, v in hf.items()}  # old TF-converted checkpoints name LayerNorm weights gamma/beta
+    if layout.embedder["tokens.weight"] not in sd and layout.decoder in sd:  # XLM-R lists its head first: the probe keeps that name
+        sd[layout.embedder["tokens.weight"]] = sd[layout.decoder]
     out = {"embedder." + zoo: sd[name] for zoo, name in layout.embedder.items()}
 
     def copy(hf_module: str, zoo_module: str) -> None:

@@ -33,7 +33,7 @@ DISTILBERT = Layout(
             "attn.out": "attention.out_lin", "attn_norm": "sa_layer_norm",
             "ffn.fc_in": "ffn.lin1", "ffn.fc_out": "ffn.lin2", "ffn_norm": "output_layer_norm"},
     head={"dense": "vocab_transform", "norm": "vocab_layer_norm"},
-    head_bias=("vocab_projector.bias",))
+    head_bias=("vocab_projector.bias",), decoder="vocab_projector.weight")
 
 
 def distilbert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:

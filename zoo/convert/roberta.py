@@ -10,7 +10,8 @@ all data:
 - the head's names (``lm_head.dense``, ``lm_head.layer_norm``, ``lm_head.bias``), and its activation
   is always the exact GELU whatever ``hidden_act`` says.
 
-The export writes ``RobertaForMaskedLM`` (an XLM-R checkpoint too: the two classes are one model).
+The export writes ``RobertaForMaskedLM``; :mod:`zoo.convert.xlm_roberta` declares the same under XLM-R's
+class names (``model=xlm_roberta_base``'s converter), so its checkpoints are written as ``XLMRobertaForMaskedLM``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from zoo.convert.family import Family, plain
 MODEL_TYPES = ("roberta", "xlm-roberta")  # the config.json model_type values this converter reads
 ROBERTA = Layout(prefix="roberta.", embedder=BERT.embedder, layer=BERT.layer, blocks=BERT.blocks,
                  head={"dense": "lm_head.dense", "norm": "lm_head.layer_norm"},
-                 head_bias=("lm_head.bias", "lm_head.decoder.bias"))  # tied: save_pretrained writes one
+                 head_bias=("lm_head.bias", "lm_head.decoder.bias"),  # tied: save_pretrained writes one
+                 decoder="lm_head.decoder.weight")
 
 
 def roberta_shape(hf_config: dict[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,8 @@ def encoder_state_dict(hf: dict[str, Tensor], n_layers: int, layout: Layout) -> 
     weights (a ``BertModel`` checkpoint) the result has no ``head.*`` entries."""
     sd = {k.removeprefix(layout.prefix).replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
           for k, v in hf.items()}  # old TF-converted checkpoints name LayerNorm weights gamma/beta
-    if layout.embedder["tokens.weight"] not in sd and layout.decoder in sd:  # XLM-R lists its head first: the probe keeps that name
+    # tied: XLM-R lists its head first, so the export's probe holds the table under the head's name
+    if layout.embedder["tokens.weight"] not in sd and layout.decoder in sd:
         sd[layout.embedder["tokens.weight"]] = sd[layout.decoder]
     out = {"embedder." + zoo: sd[name] for zoo, name in layout.embedder.items()}
 

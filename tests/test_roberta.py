@@ -111,7 +111,6 @@ def test_an_xlm_r_checkpoint_is_written_as_one(tmp_path, capsys):
     config = check_zoo_export(tmp_path, capsys, "roberta", "XLMRobertaForMaskedLM", {"vocab_size": 50, "pad_id": 1},
                               "model.converter=zoo.convert.xlm_roberta.pretrained")
     assert config["model_type"] == "xlm-roberta"
-    assert compose_config(["model=xlm_roberta_base"]).model.converter == "zoo.convert.xlm_roberta.pretrained"
 
 
 # roberta-base's and xlm-roberta-base's config.json, 2 layers of 2 heads of 64 (not 12 of 12)
@@ -135,10 +134,8 @@ def test_the_released_layout_reads_to_the_reference_logits(tmp_path, cls, config
 
 def test_presets_have_the_paper_shapes():
     dims = MLM_DIMS | {"vocab_size": 50265, "pad_id": 1}
-    for name in ("roberta_base", "xlm_roberta_base"):
-        cfg = compose_config([f"model={name}"])
-        cfg.dims = dims
-        net = cfg.model.net
-        assert (net.n_layers, net.block.d_model, net.block.n_heads, net.block.d_ff, net.context,
-                net.embedder.max_len, net.embedder.n_segments, net.block.norm_eps) == (12, 768, 12, 3072, 512, 514,
-                                                                                       1, 1e-5)
+    cfg = compose_config(["model=roberta_base"])
+    cfg.dims = dims
+    net = cfg.model.net
+    assert (net.n_layers, net.block.d_model, net.block.n_heads, net.block.d_ff, net.context,
+            net.embedder.max_len, net.embedder.n_segments, net.block.norm_eps) == (12, 768, 12, 3072, 512, 514, 1, 1e-5)

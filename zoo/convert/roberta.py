@@ -11,7 +11,7 @@ all data:
   is always the exact GELU whatever ``hidden_act`` says.
 
 The export writes ``RobertaForMaskedLM``; :mod:`zoo.convert.xlm_roberta` declares the same under XLM-R's
-class names (``model=xlm_roberta_base``'s converter), so its checkpoints are written as ``XLMRobertaForMaskedLM``.
+class names: a run with ``model.converter=zoo.convert.xlm_roberta.pretrained`` is written as ``XLMRobertaForMaskedLM``.
 """
 
 from __future__ import annotations

@@ -107,6 +107,8 @@ MODELS: dict[str, list[str]] = {
     "gpt_sparse": [*TINY_LM, "model.sample_tokens=0"],
     "bigbird": [*TINY_LM, "model.net.mask.block_size=2", "model.net.mask.n_random=1"],
     "vitdet": ["model.net.n_layers=3", *TINY_BLOCK],
+    "roberta": TINY_LM,
+    "distilbert": TINY_LM,
 }
 
 

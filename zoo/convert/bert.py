@@ -14,6 +14,7 @@ Three ways in:
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,62 +36,98 @@ KEYS = {"num_hidden_layers": ("n_layers", REQUIRED), "max_position_embeddings": 
         "vocab_size": ("embedder.vocab_size", REQUIRED), "type_vocab_size": ("embedder.n_segments", 2)}
 
 
-def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
-    """The values, keyed by their path under ``model.net``, that give ``model=bert`` the shape
-    of a Hugging Face BERT ``config.json``. Every dependent key is listed explicitly, so the
-    same values apply to a resolved config (where ``${..block.d_model}`` is already a number)."""
-    position_kind = hf_config.get("position_embedding_type", "absolute")
-    if position_kind != "absolute":
-        raise ValueError(f"position_embedding_type={position_kind!r}: only 'absolute' BERT positions are supported")
-    act = hf_config.get("hidden_act", "gelu")
+def activation(hf_config: dict[str, Any], key: str = "hidden_act") -> str:
+    """The zoo's name of the config's activation at ``key``; one the zoo has not is refused."""
+    act = hf_config.get(key, "gelu")
     if act not in ACTIVATIONS:
-        raise ValueError(f"hidden_act={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
-    out = copies(hf_config, KEYS)
+        raise ValueError(f"{key}={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[act]
+
+
+def dependent(out: dict[str, Any], act: str) -> dict[str, Any]:
+    """``out`` (a BERT-like family's plain copies: ``n_layers``, ``context``, ``block.d_model``,
+    ``block.norm_eps``, ``embedder.vocab_size``, ...) and every key that follows from them, listed
+    explicitly so that they apply to a resolved config too; ``act`` the zoo's activation."""
     d, eps = out["block.d_model"], out["block.norm_eps"]
     return out | {
-        "block.activation": ACTIVATIONS[act],
+        "block.activation": act,
         "embedder.d_model": d,
         "embedder.max_len": out["context"],
         "embedder.norm_eps": eps,
         "head.d_model": d,
         "head.vocab_size": out["embedder.vocab_size"],
-        "head.activation": ACTIVATIONS[act],
+        "head.activation": act,
         "head.norm_eps": eps,
     }
 
 
-def bert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
-    """Rename BERT's weights to the zoo's. The pooler and the next-sentence head have no
-    counterpart (the zoo BERT is trained without NSP) and are left out. Without MLM head
+def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=bert`` the shape
+    of a Hugging Face BERT ``config.json`` (every dependent key listed)."""
+    position_kind = hf_config.get("position_embedding_type", "absolute")
+    if position_kind != "absolute":
+        raise ValueError(f"position_embedding_type={position_kind!r}: only 'absolute' BERT positions are supported")
+    return dependent(copies(hf_config, KEYS), activation(hf_config))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a BERT-like checkpoint keeps each zoo weight (zoo name -> its Hugging Face name). Of
+    a module's name both ``.weight`` and ``.bias`` are copied (those the checkpoint has)."""
+
+    prefix: str  # of the encoder's weights: "bert."
+    embedder: dict[str, str]  # zoo parameter -> Hugging Face parameter, under ``prefix``
+    layer: str  # a layer's prefix, of its index: "encoder.layer.{}."
+    blocks: dict[str, str]  # zoo module (under ``stack.blocks.i.``) -> Hugging Face module (under ``layer``)
+    head: dict[str, str]  # zoo module (under ``head.``) -> Hugging Face module, the decoder's matrix tied
+    head_bias: tuple[str, ...]  # where the decoder's bias may be, the first present (present: an MLM head)
+    decoder: str  # the head's matrix, the token table's (tied): a state dict may hold the two once, under this name
+
+
+BERT = Layout(
+    prefix="bert.",
+    embedder={"tokens.weight": "embeddings.word_embeddings.weight",
+              "positions.weight": "embeddings.position_embeddings.weight",
+              "segments.weight": "embeddings.token_type_embeddings.weight",
+              "norm.weight": "embeddings.LayerNorm.weight", "norm.bias": "embeddings.LayerNorm.bias"},
+    layer="encoder.layer.{}.",
+    blocks={"attn.q": "attention.self.query", "attn.k": "attention.self.key", "attn.v": "attention.self.value",
+            "attn.out": "attention.output.dense", "attn_norm": "attention.output.LayerNorm",
+            "ffn.fc_in": "intermediate.dense", "ffn.fc_out": "output.dense", "ffn_norm": "output.LayerNorm"},
+    head={"dense": "cls.predictions.transform.dense", "norm": "cls.predictions.transform.LayerNorm"},
+    head_bias=("cls.predictions.bias",), decoder="cls.predictions.decoder.weight")
+
+
+def encoder_state_dict(hf: dict[str, Tensor], n_layers: int, layout: Layout) -> dict[str, Tensor]:
+    """Rename a BERT-like checkpoint's weights to the zoo's by ``layout``. Weights the zoo has no
+    counterpart for (BERT's pooler and next-sentence head) are left out. Without MLM head
     weights (a ``BertModel`` checkpoint) the result has no ``head.*`` entries."""
-    sd = {k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
+    sd = {k.removeprefix(layout.prefix).replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
           for k, v in hf.items()}  # old TF-converted checkpoints name LayerNorm weights gamma/beta
-    e = "embeddings."
-    out = {
-        "embedder.tokens.weight": sd[e + "word_embeddings.weight"],
-        "embedder.positions.weight": sd[e + "position_embeddings.weight"],
-        "embedder.segments.weight": sd[e + "token_type_embeddings.weight"],
-        "embedder.norm.weight": sd[e + "LayerNorm.weight"],
-        "embedder.norm.bias": sd[e + "LayerNorm.bias"],
-    }
+    # tied: XLM-R lists its head first, so the export's probe holds the table under the head's name
+    if layout.embedder["tokens.weight"] not in sd and layout.decoder in sd:
+        sd[layout.embedder["tokens.weight"]] = sd[layout.decoder]
+    out = {"embedder." + zoo: sd[name] for zoo, name in layout.embedder.items()}
+
+    def copy(hf_module: str, zoo_module: str) -> None:
+        for part in (".weight", ".bias"):
+            if hf_module + part in sd:
+                out[zoo_module + part] = sd[hf_module + part]
+
     for i in range(n_layers):
-        h, z = f"encoder.layer.{i}.", f"stack.blocks.{i}."
-        for hf_name, zoo_name in (
-            ("attention.self.query", "attn.q"), ("attention.self.key", "attn.k"), ("attention.self.value", "attn.v"),
-            ("attention.output.dense", "attn.out"), ("attention.output.LayerNorm", "attn_norm"),
-            ("intermediate.dense", "ffn.fc_in"), ("output.dense", "ffn.fc_out"), ("output.LayerNorm", "ffn_norm"),
-        ):
-            out[z + zoo_name + ".weight"] = sd[h + hf_name + ".weight"]
-            out[z + zoo_name + ".bias"] = sd[h + hf_name + ".bias"]
-    p = "cls.predictions."
-    if p + "bias" in sd:
-        out |= {
-            "head.dense.weight": sd[p + "transform.dense.weight"], "head.dense.bias": sd[p + "transform.dense.bias"],
-            "head.norm.weight": sd[p + "transform.LayerNorm.weight"], "head.norm.bias": sd[p + "transform.LayerNorm.bias"],
-            "head.decoder.weight": out["embedder.tokens.weight"],  # tied
-            "head.decoder.bias": sd[p + "bias"],
-        }
+        for zoo, name in layout.blocks.items():
+            copy(layout.layer.format(i) + name, f"stack.blocks.{i}.{zoo}")
+    bias = next((name for name in layout.head_bias if name in sd), None)
+    if bias is not None:
+        for zoo, name in layout.head.items():
+            copy(name, HEAD_PREFIX + zoo)
+        out |= {"head.decoder.weight": out["embedder.tokens.weight"], "head.decoder.bias": sd[bias]}  # tied
     return out
+
+
+def bert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
+    """Rename BERT's weights to the zoo's (:func:`encoder_state_dict` of :data:`BERT`)."""
+    return encoder_state_dict(hf, n_layers, BERT)
 
 
 def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:

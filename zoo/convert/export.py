@@ -71,7 +71,9 @@ def hf_config(family: Family, net: dict[str, Any], settings: dict[str, Any] | No
             raise ValueError(f"block.activation={act!r} has no {family.hf_class} equivalent "
                              f"(it has {sorted(set(family.activations.values()))})")
         values[family.activation_key] = names[0]
-    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | (settings or {})))
+    # a special id the run has none of (None) leaves the net's own (RoBERTa's padding row is in the net)
+    own = {k: v for k, v in (settings or {}).items() if v is not None or k not in values}
+    config = getattr(transformers, family.config_class)(**_nested(values | family.extra(net) | own))
     shape = family.shape(config.to_dict(), net)
     differ = {k: (v, at(net, k)) for k, v in shape.items() if at(net, k) != v}
     if differ:

@@ -48,6 +48,9 @@ class TokenEmbedder(nn.Module):
     GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
     positions + 2 segments + LayerNorm. T5 / Llama: no positions here. ModernBERT: no
     positions, a LayerNorm without bias (``norm_bias=False``). Gemma: scaled, no positions.
+    RoBERTa / XLM-R: positions counted from the ids (:meth:`position_ids`): the first
+    ``position_offset`` rows are not positions (``padding_idx + 1`` of them), and with
+    ``position_pad_id`` the tokens of that id read its row and are not counted.
     The scale is rounded to the table's dtype before it multiplies, as Gemma's reference does
     (in bfloat16 sqrt(3072) = 55.43 is 55.5); in float32 that is the float32 product as before.
     """
@@ -63,8 +66,12 @@ class TokenEmbedder(nn.Module):
         norm_eps: float | None = None,
         dropout: float = 0.0,
         norm_bias: bool = True,
+        position_offset: int = 0,
+        position_pad_id: int | None = None,
     ):
         super().__init__()
+        if not 0 <= position_offset < max_len:
+            raise ValueError(f"position_offset={position_offset} leaves no position of the table's {max_len}")
         self.tokens = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.tokens.weight, std=0.02)
         self.positions = make_positions(positions, max_len, d_model)
@@ -73,6 +80,21 @@ class TokenEmbedder(nn.Module):
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.dropout = nn.Dropout(dropout)
         self.max_len = max_len
+        self.position_offset, self.position_pad_id = position_offset, position_pad_id
+
+    def position_ids(self, tokens: Tensor, start: int = 0) -> Tensor:
+        """tokens (B, L) -> the rows (B, L) of the position table they read: ``position_offset``
+        + the position; with ``position_pad_id``, the position counts only the other tokens and
+        those of that id read row ``position_pad_id`` (fairseq's ``make_positions``: a padded
+        batch, left or right, gives each sequence's tokens the rows it has alone)."""
+        if start + tokens.shape[1] + self.position_offset > self.max_len:
+            raise ValueError(f"sequence of length {start + tokens.shape[1]} is longer than the model's context of "
+                             f"{self.max_len - self.position_offset} positions")
+        if self.position_pad_id is None:
+            return torch.arange(start, start + tokens.shape[1], device=tokens.device).expand_as(tokens) \
+                + self.position_offset
+        real = tokens != self.position_pad_id
+        return torch.where(real, real.cumsum(1) - 1 + start + self.position_offset, self.position_pad_id)
 
     def output_length(self, tokens: Tensor) -> int:
         """Vectors for ``tokens`` (B, L): one per token."""
@@ -96,7 +118,9 @@ class TokenEmbedder(nn.Module):
         if inserted is not None:
             where, vectors = inserted
             x = x.masked_scatter(where[..., None], vectors.to(x.dtype))
-        if self.positions is not None:
+        if self.positions is not None and (self.position_offset or self.position_pad_id is not None):
+            x = x + self.positions.weight[self.position_ids(tokens, start)]
+        elif self.positions is not None:
             x = x + self.positions(tokens.shape[1], start)
         elif start + tokens.shape[1] > self.max_len:
             raise ValueError(

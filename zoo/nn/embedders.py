@@ -27,11 +27,14 @@ class Position(NamedTuple):
     index: tuple[int, ...] = ()
 
 
-def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
-    """Positions added to the input: ``learned``, ``sinusoidal``, ``sinusoidal_concat``
-    (Whisper's layout) or ``none`` (rotary / relative positions act inside attention)."""
+def make_positions(kind: str, max_len: int, d_model: int, offset: int = 0) -> nn.Module | None:
+    """Positions added to the input: ``learned`` (its table ``offset`` rows longer, BART's 2),
+    ``sinusoidal``, ``sinusoidal_concat`` (Whisper's layout) or ``none`` (rotary / relative
+    positions act inside attention)."""
+    if offset and kind != "learned":
+        raise ValueError(f"position_offset={offset} is for learned positions, not {kind!r}")
     if kind == "learned":
-        return LearnedPositions(max_len, d_model)
+        return LearnedPositions(max_len, d_model, offset)
     if kind == "sinusoidal":
         return SinusoidalPositions(max_len, d_model, "interleaved")
     if kind == "sinusoidal_concat":
@@ -46,7 +49,8 @@ class TokenEmbedder(nn.Module):
     (+ segment embedding), then optional LayerNorm and dropout.
 
     GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
-    positions + 2 segments + LayerNorm. T5 / Llama: no positions here. ModernBERT: no
+    positions + 2 segments + LayerNorm. BART: learned positions read 2 rows on
+    (``position_offset=2``) + LayerNorm (mBART scaled too). T5 / Llama: no positions here. ModernBERT: no
     positions, a LayerNorm without bias (``norm_bias=False``). Gemma: scaled, no positions.
     The scale is rounded to the table's dtype before it multiplies, as Gemma's reference does
     (in bfloat16 sqrt(3072) = 55.43 is 55.5); in float32 that is the float32 product as before.
@@ -63,11 +67,12 @@ class TokenEmbedder(nn.Module):
         norm_eps: float | None = None,
         dropout: float = 0.0,
         norm_bias: bool = True,
+        position_offset: int = 0,
     ):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.tokens.weight, std=0.02)
-        self.positions = make_positions(positions, max_len, d_model)
+        self.positions = make_positions(positions, max_len, d_model, position_offset)
         self.segments = nn.Embedding(n_segments, d_model) if n_segments else None
         self.norm = nn.LayerNorm(d_model, eps=norm_eps, bias=norm_bias) if norm_eps is not None else None
         self.scale = math.sqrt(d_model) if scale else 1.0

@@ -26,18 +26,22 @@ def _check_length(start: int, length: int, max_len: int) -> None:
 
 
 class LearnedPositions(nn.Module):
-    """A trained vector per position (GPT, BERT, ViT, Whisper's decoder)."""
+    """A trained vector per position (GPT, BERT, ViT, Whisper's decoder).
 
-    def __init__(self, max_len: int, d_model: int):
+    ``offset``: position p reads row p + offset of a table of max_len + offset rows (BART's
+    ``BartLearnedPositionalEmbedding`` keeps two rows in front that no position reads; they are
+    kept, so that a checkpoint's table round-trips whole)."""
+
+    def __init__(self, max_len: int, d_model: int, offset: int = 0):
         super().__init__()
-        self.max_len = max_len
-        self.weight = nn.Parameter(torch.zeros(max_len, d_model))
+        self.max_len, self.offset = max_len, offset
+        self.weight = nn.Parameter(torch.zeros(max_len + offset, d_model))
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, length: int, start: int = 0) -> Tensor:
         """Vectors for positions start..start+length-1: (length, D)."""
         _check_length(start, length, self.max_len)
-        return self.weight[start : start + length]
+        return self.weight[self.offset + start : self.offset + start + length]
 
 
 def sinusoids(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:

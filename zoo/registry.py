@@ -23,6 +23,7 @@ OBJECTIVES: dict[str, str] = {
     "lm": "zoo.objectives.lm.NextTokenLM",
     "mlm": "zoo.objectives.mlm.MaskedLM",
     "seq2seq": "zoo.objectives.seq2seq.Seq2Seq",
+    "denoising": "zoo.objectives.denoising.Denoising",
     "asr": "zoo.objectives.asr.SpeechRecognition",
     "classification": "zoo.objectives.classification.Classification",
     "video_classification": "zoo.objectives.classification.VideoClassification",
@@ -41,6 +42,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.vlm.VisionLanguageLM": "vlm",
     "zoo.objectives.detection.Detection": "detection",  # newer than the short names: listed for the set's completeness
     "zoo.objectives.classification.VideoClassification": "video_classification",  # newer too, likewise
+    "zoo.objectives.denoising.Denoising": "denoising",  # newer too, likewise
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own

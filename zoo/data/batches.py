@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
 from torch import Tensor
 
 IGNORE = -100  # a target that carries no loss (padding, a prompt)
@@ -72,6 +73,23 @@ class SequencePairs(NamedTuple):
     target_in: Tensor
     target_out: Tensor
     references: list[str] | None = None
+
+    @classmethod
+    def of_lists(cls, pairs: list[tuple[list[int], list[int]]], start_id: int,
+                 device: torch.device | None = None) -> SequencePairs:
+        """(source ids, target ids) per row -> a batch padded right (ids 0 under the padding):
+        the decoder reads ``start_id`` + the target but its last id, and predicts the target."""
+        b, s, t = len(pairs), max(len(p[0]) for p in pairs), max(len(p[1]) for p in pairs)
+        source = torch.zeros(b, s, dtype=torch.long)
+        source_padding = torch.zeros(b, s, dtype=torch.bool)
+        target_in = torch.zeros(b, t, dtype=torch.long)
+        target_out = torch.full((b, t), IGNORE, dtype=torch.long)
+        for i, (src, tgt) in enumerate(pairs):
+            source[i, : len(src)] = torch.tensor(src)
+            source_padding[i, : len(src)] = True
+            target_in[i, : len(tgt)] = torch.tensor([start_id, *tgt[:-1]])
+            target_out[i, : len(tgt)] = torch.tensor(tgt)
+        return cls(source.to(device), source_padding.to(device), target_in.to(device), target_out.to(device))
 
     @property
     def samples(self) -> int:

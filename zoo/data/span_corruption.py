@@ -20,9 +20,7 @@ from __future__ import annotations
 import random
 from functools import cached_property
 
-import torch
-
-from zoo.data.batches import IGNORE, PaddedTokens, SequencePairs
+from zoo.data.batches import PaddedTokens, SequencePairs
 from zoo.data.tokenizers import TEXT_END, TEXT_PAD, CharTokenizer, HFTokenizer, first_token, present_ids
 from zoo.data.pretrained import tokenizer_of
 
@@ -127,15 +125,4 @@ class SpanCorruption:
         """tokens (B, L) ids, padding (B, L) True at real tokens -> source/target pairs (no references)."""
         tokens, lengths = batch.tokens, batch.padding.sum(1).tolist()
         pairs = [self.corrupt(row[:n]) for row, n in zip(tokens.tolist(), lengths)]
-        b, s, t = len(pairs), max(len(p[0]) for p in pairs), max(len(p[1]) for p in pairs)
-        source = torch.zeros(b, s, dtype=torch.long)
-        source_padding = torch.zeros(b, s, dtype=torch.bool)
-        target_in = torch.zeros(b, t, dtype=torch.long)
-        target_out = torch.full((b, t), IGNORE, dtype=torch.long)
-        for i, (src, tgt) in enumerate(pairs):
-            source[i, : len(src)] = torch.tensor(src)
-            source_padding[i, : len(src)] = True
-            target_in[i, : len(tgt)] = torch.tensor([self.start_id, *tgt[:-1]])
-            target_out[i, : len(tgt)] = torch.tensor(tgt)
-        device = tokens.device
-        return SequencePairs(source.to(device), source_padding.to(device), target_in.to(device), target_out.to(device))
+        return SequencePairs.of_lists(pairs, self.start_id, tokens.device)

@@ -46,7 +46,8 @@ class TokenEmbedder(nn.Module):
     (+ segment embedding), then optional LayerNorm and dropout.
 
     GPT: learned positions. Original Transformer: scaled, sinusoidal. BERT: learned
-    positions + 2 segments + LayerNorm. T5 / Llama: no positions here. ModernBERT: no
+    positions + 2 segments + LayerNorm. BART: learned positions from row 2 on
+    (``position_offset=2``) + LayerNorm (mBART scaled too). T5 / Llama: no positions here. ModernBERT: no
     positions, a LayerNorm without bias (``norm_bias=False``). Gemma: scaled, no positions.
     RoBERTa / XLM-R: positions counted from the ids (:meth:`position_ids`): the first
     ``position_offset`` rows are not positions (``padding_idx + 1`` of them), and with

@@ -41,6 +41,16 @@ def mask_tokens(tokens: Tensor, padding: Tensor, special_ids: Tensor, mask_id: i
     return inputs, selected
 
 
+def batch_generator(objective: Objective, seed: int, stream: int, index: int,
+                    device: torch.device | str | None = None) -> torch.Generator:
+    """A generator (on ``device``, by default ``objective``'s) for batch ``index`` of ``stream``
+    (0 train, 1 val, 2 test) of its rank: a corruption drawn from it is a function of (seed, rank,
+    stream, index), so a resumed run corrupts as an uninterrupted one would."""
+    rank = objective.global_rank if objective._trainer is not None else 0
+    seed = ((seed * 1_000_003 + rank) * 7 + stream) * 1_000_003 + index
+    return torch.Generator(device=device or objective.device).manual_seed(seed)
+
+
 class MaskedLM(Objective):
     """Cross-entropy of the original tokens at the selected positions (BERT's MLM).
 
@@ -81,10 +91,7 @@ class MaskedLM(Objective):
         })
 
     def _generator(self, stream: int, index: int) -> torch.Generator:
-        """A generator for batch ``index`` of ``stream`` (0 train, 1 val, 2 test)."""
-        rank = self.global_rank if self._trainer is not None else 0
-        seed = ((self.seed * 1_000_003 + rank) * 7 + stream) * 1_000_003 + index
-        return torch.Generator(device=self.device).manual_seed(seed)
+        return batch_generator(self, self.seed, stream, index)
 
     def forward_mlm(self, batch: PaddedTokens, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """(logits (N, V), targets (N,)) at the N selected positions of ``batch``."""

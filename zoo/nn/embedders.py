@@ -190,7 +190,7 @@ class PatchEmbedder(nn.Module):
         grid = self.grid(images)
         x = self.patchify(images).flatten(2).transpose(1, 2)
         tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls, self.distillation) if t is not None]
-        x = torch.cat([*tokens, x], dim=1) + self._positions(grid)
+        x = (torch.cat([*tokens, x], dim=1) if tokens else x) + self._positions(grid)  # a lone patch tensor keeps its layout (and rounding)
         if self.registers is not None:
             x = torch.cat([x[:, : self.n_positioned], self.registers.expand(x.shape[0], -1, -1),
                            x[:, self.n_positioned :]], dim=1)

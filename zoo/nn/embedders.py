@@ -155,9 +155,11 @@ class PatchEmbedder(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
 
-    def grid(self, images: Tensor) -> tuple[int, int]:
+    def grid(self, images: Tensor | None) -> tuple[int, int]:
         """(rows, columns) of patches of ``images`` (..., H, W); another size than ``image_size`` is
-        refused unless the positions interpolate."""
+        refused unless the positions interpolate. ``None``: images of ``image_size``."""
+        if images is None:
+            return (self.image_size // self.patch_size,) * 2
         size = tuple(images.shape[-2:])
         if size != (self.image_size, self.image_size) and self.interpolate is None:
             raise ValueError(f"image of size {size}, the model expects {self.image_size}x{self.image_size}")

@@ -393,7 +393,7 @@ def test_bad_pooling_configs_and_sources_are_named(tmp_path):
         embed(tmp_path, f"init_from={folder}", texts_override(TEXTS))
     (tmp_path / "t5").mkdir()
     (tmp_path / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
-    with pytest.raises(ValueError, match=r"model_type='t5'.*zoo embed reads \['bert', 'gpt2', 'llama', 'vit'\]"):
+    with pytest.raises(ValueError, match=r"model_type='t5'.*zoo embed reads \['bert', 'deit', 'dinov2', 'dinov2_with_registers', 'gpt2', 'llama', 'vit'\]"):
         embed(tmp_path, f"init_from={tmp_path / 't5'}", texts_override(TEXTS))
     with pytest.raises(ValueError, match="give exactly one of ckpt= or init_from="):
         embed(tmp_path, f"init_from={folder}", f"ckpt={tmp_path / 'x.ckpt'}", texts_override(TEXTS))

@@ -29,6 +29,7 @@ OBJECTIVES: dict[str, str] = {
     "video_classification": "zoo.objectives.classification.VideoClassification",
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
     "detection": "zoo.objectives.detection.Detection",
+    "distillation": "zoo.objectives.distillation.Distillation",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -43,6 +44,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.detection.Detection": "detection",  # newer than the short names: listed for the set's completeness
     "zoo.objectives.classification.VideoClassification": "video_classification",  # newer too, likewise
     "zoo.objectives.denoising.Denoising": "denoising",  # newer too, likewise
+    "zoo.objectives.distillation.Distillation": "distillation",  # likewise
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own
@@ -61,6 +63,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.heads.LMHead",
     "zoo.nn.heads.MLMHead",
     "zoo.nn.heads.ClassifierHead",
+    "zoo.nn.heads.DistilledHead",
     "zoo.nn.detection.DetectionHead",
     "zoo.nn.masks.NoMask",
     "zoo.nn.masks.CausalMask",

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from zoo.convert.common import compose_config, convert_folder, read_config
 from zoo.convert.hub import resolve
+from zoo.convert.dinov2 import dinov2_shape
 from zoo.convert.vit import from_timm, is_timm_dir, timm_from_dir, vit_shape
 from zoo.data.images import load_image, to_tensor
 from zoo.data.tokenizers import HFTokenizer, tokenizer_from_state
@@ -34,8 +35,10 @@ from zoo.registry import name_of
 from zoo.objectives.loading import load
 
 # config.json's model_type -> the conf/model/ config whose converter (model.init_from) reads the folder
-FOLDER_MODELS = {"bert": "bert", "gpt2": "gpt", "llama": "llama", "vit": "vit"}
-IMAGE_MODELS = ("vit",)
+FOLDER_MODELS = {"bert": "bert", "gpt2": "gpt", "llama": "llama", "vit": "vit", "deit": "deit", "dinov2": "dinov2",
+                 "dinov2_with_registers": "dinov2"}
+# the image models' config.json -> their net's shape (the dims their data would give)
+IMAGE_MODELS = {"vit": vit_shape, "deit": vit_shape, "dinov2": dinov2_shape, "dinov2_with_registers": dinov2_shape}
 DEFAULTS = {"text": Pooling("mean", normalize=True), "image": Pooling("cls", normalize=False)}
 
 
@@ -97,7 +100,7 @@ def net_from_folder(folder: Path) -> tuple[nn.Module, dict[str, Any]]:
     config = read_config(folder, FOLDER_MODELS, "zoo embed")
     kind = config["model_type"]
     if kind in IMAGE_MODELS:
-        shape = vit_shape(config)
+        shape = IMAGE_MODELS[kind](config)
         dims = {"num_classes": shape["head.num_classes"], "image_size": shape["embedder.image_size"],
                 "channels": shape["embedder.channels"]}
     else:
@@ -186,14 +189,15 @@ def embed_texts(source: Source, texts: list[str], pooling: Pooling, layer: int |
 
 @torch.no_grad()
 def embed_images(source: Source, paths: list[str], pooling: Pooling, layer: int | None, device: str) -> Tensor:
-    """image files -> (N, D): the CLS vector, or (``mean``) the mean of the patch vectors."""
+    """image files -> (N, D): the CLS vector, or (``mean``) the mean of the patch vectors (the tokens
+    before the patches left out)."""
     embedder = _first_embedder(source.net)
     images = torch.stack([to_tensor(load_image(p), embedder.image_size, mean=source.pixel_mean, std=source.pixel_std)
                           for p in paths]).to(device)
     states = source.net.features(images, layer=layer)
     real = torch.ones(states.shape[:2], dtype=torch.bool, device=device)
-    if pooling.mode != "cls" and embedder.cls is not None:
-        real[:, 0] = False  # mean / max over the patches (timm's avg pooling), the CLS vector left out
+    if pooling.mode != "cls":
+        real[:, : embedder.prefix_tokens] = False  # mean / max over the patches (timm's avg pooling)
     return pooling(states, real)
 
 

@@ -110,21 +110,27 @@ def vit_shape(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
-    """Rename ``ViTForImageClassification``'s weights (transformers >= 5 names) to the zoo's."""
+def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int, prefix: str = "vit.",
+                      heads: tuple[tuple[str, str], ...] = (("head.proj", "classifier"),),
+                      norms: tuple[str, str] = ("layernorm_before", "layernorm_after")) -> dict[str, Tensor]:
+    """Rename ``ViTForImageClassification``'s weights (transformers >= 5 names) to the zoo's. The
+    ViT-shaped families share it: ``prefix`` is the backbone's (``deit.``, ``dinov2.``, ``""`` for a
+    bare backbone), ``heads`` (zoo head module, Hugging Face linear layer) its classifiers, ``norms``
+    each layer's two LayerNorms."""
+    e = prefix + "embeddings."
     out = {
-        "embedder.cls": hf["vit.embeddings.cls_token"],
-        "embedder.positions.weight": hf["vit.embeddings.position_embeddings"][0],
-        "embedder.patchify.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
-        "embedder.patchify.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
-        "stack.norm.weight": hf["vit.layernorm.weight"],
-        "stack.norm.bias": hf["vit.layernorm.bias"],
-        "head.proj.weight": hf["classifier.weight"],
-        "head.proj.bias": hf["classifier.bias"],
+        "embedder.cls": hf[e + "cls_token"],
+        "embedder.positions.weight": hf[e + "position_embeddings"][0],
+        "embedder.patchify.weight": hf[e + "patch_embeddings.projection.weight"],
+        "embedder.patchify.bias": hf[e + "patch_embeddings.projection.bias"],
+        "stack.norm.weight": hf[prefix + "layernorm.weight"],
+        "stack.norm.bias": hf[prefix + "layernorm.bias"],
     }
+    out |= {f"{zoo}.{kind}": hf[f"{name}.{kind}"] for zoo, name in heads for kind in ("weight", "bias")}
     attn = {zoo: f"attention.{name}_proj" for zoo, name in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o"))}
     for i in range(n_layers):
-        out |= hf_block_weights(hf, f"vit.layers.{i}.", f"stack.blocks.{i}.", attn, {"fc_in": "mlp.fc1", "fc_out": "mlp.fc2"})
+        out |= hf_block_weights(hf, f"{prefix}layers.{i}.", f"stack.blocks.{i}.", attn,
+                                {"fc_in": "mlp.fc1", "fc_out": "mlp.fc2"}, norms)
     return out
 
 
@@ -140,10 +146,12 @@ def from_transformers(hf_model) -> nn.Module:
 
 def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], state: dict[str, Tensor],
                           data_keys: tuple[str, ...],
-                          load: Callable[[nn.Module, dict[str, Tensor]], None] = load_mapped) -> tuple[dict[str, Any], nn.Module]:
+                          load: Callable[[nn.Module, dict[str, Tensor]], None] = load_mapped,
+                          classifiers: tuple[str, ...] = ("head.proj.",)) -> tuple[dict[str, Any], nn.Module]:
     """``model.init_from`` for a classifier (ViT, ViViT, VideoMAE): the data's inputs must have the
     checkpoint's ``data_keys`` (image size, channels, frames); with another number of classes the
-    classifier starts from scratch (fine-tuning on a new label set) and the rest is loaded."""
+    classifier (the weights under ``classifiers``: DeiT has two) starts from scratch (fine-tuning on
+    a new label set) and the rest is loaded."""
     data = OmegaConf.create(net_cfg)
     for key in data_keys:
         if OmegaConf.select(data, key) != shape[key]:
@@ -154,10 +162,11 @@ def classifier_pretrained(net_cfg: dict[str, Any], path: str, shape: dict[str, A
         warnings.warn(f"{path} classifies {shape['head.num_classes']} labels, the data {classes}: "
                       f"the classifier starts from scratch")
         shape = shape | {"head.num_classes": classes}
-        state = leave_out(state, "head.proj.")
+        for prefix in classifiers:
+            state = leave_out(state, prefix)
 
     def load_keeping_fresh_head(net: nn.Module, weights: dict[str, Tensor]) -> None:
-        fresh = {k: v for k, v in net.state_dict().items() if k.startswith("head.proj.")}
+        fresh = {k: v for k, v in net.state_dict().items() if k.startswith(classifiers)}
         load(net, fresh | weights)
 
     return init_net(net_cfg, shape, state, load_keeping_fresh_head)

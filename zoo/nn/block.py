@@ -17,6 +17,7 @@ from zoo.nn.attention import MultiHeadAttention
 from zoo.nn.cache import LayerCache
 from zoo.nn.context import AttentionContext
 from zoo.nn.feedforward import FeedForward
+from zoo.nn.layer_scale import scaled
 from zoo.nn.norms import make_norm
 
 
@@ -37,6 +38,7 @@ class BlockConfig:
     output_norm: bool = False  # a norm on each sublayer's output, before the residual add (Gemma 2/3, OLMo 2)
     qk_norm: str | None = None  # a norm on queries and keys: head (Qwen3, Gemma 3) | all (OLMo 2)
     attn_softcap: float | None = None  # attention scores c * tanh(s / c) (Gemma 2)
+    layer_scale: float | None = None  # a learned per-channel gain on each sublayer's output, its start (DINOv2, BEiT)
     activation: str = "gelu"  # relu | gelu | gelu_tanh | quick_gelu | silu
     gated: bool = False  # GEGLU / SwiGLU
     bias_q: bool = True
@@ -101,7 +103,7 @@ class Block(nn.Module):
         def norms(present: bool = True) -> tuple[nn.Module, nn.Module]:
             """A sublayer's (input norm, or post-LN the sum's; output norm), ``nn.Identity`` where absent."""
             inner = norm() if present and cfg.input_norm else nn.Identity()
-            return inner, norm() if cfg.output_norm else nn.Identity()
+            return inner, scaled(norm() if cfg.output_norm else nn.Identity(), cfg.d_model, cfg.layer_scale)
 
         self.attn, (self.attn_norm, self.attn_out_norm) = attn(), norms(attn_norm)
         self.cross_attn = attn() if cross_attention else None

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.nn.positions import LearnedPositions, SinusoidalPositions
+from zoo.nn.positions import RESAMPLING, LearnedPositions, SinusoidalPositions, resample_grid
 
 
 class Position(NamedTuple):
     """What one output position of an embedder is: ``kind`` and its ``index``.
 
-    ``token`` (the id,), ``cls`` (), ``patch`` (row, column), ``detection`` (the token's number,),
+    ``token`` (the id,), ``cls`` (), ``distillation`` (), ``register`` (its number,), ``patch`` (row, column), ``detection`` (the token's number,),
     ``frame`` (the first log-mel frame it reads,), ``image`` (the image token's number,)."""
 
     kind: str
@@ -138,6 +138,14 @@ class PatchEmbedder(nn.Module):
     """Images -> patch vectors: a conv patchify (kernel = stride = patch size), a CLS
     token in front, learned positions, dropout (ViT); optionally a LayerNorm after
     (CLIP's ``pre_layrnorm``).
+
+    The sequence is [CLS, distillation token, registers, patches], each part optional:
+    ``distillation_token`` (DeiT, Touvron et al. 2021) is a second learned token with its own
+    position, read by the distillation head; ``registers`` (Darcet et al. 2024, DINOv2 with
+    registers) are learned tokens without positions, put after the tokens that have them.
+    ``interpolate`` (``zoo.nn.positions.RESAMPLING``): images of another size than
+    ``image_size`` are taken, the patch positions resampled to their grid (DINOv2); None: the
+    one size ``image_size`` only.
     """
 
     def __init__(
@@ -150,36 +158,69 @@ class PatchEmbedder(nn.Module):
         norm_eps: float | None = None,
         dropout: float = 0.0,
         bias: bool = True,
+        distillation_token: bool = False,
+        registers: int = 0,
+        interpolate: str | None = None,
     ):
         super().__init__()
         if image_size % patch_size:
             raise ValueError(f"image size {image_size} is not divisible by patch size {patch_size}")
-        self.image_size, self.patch_size = image_size, patch_size
+        if interpolate is not None and interpolate not in RESAMPLING:
+            raise ValueError(f"unknown position resampling interpolate={interpolate!r}: expected one of "
+                             f"{list(RESAMPLING)} or null")
+        self.image_size, self.patch_size, self.interpolate = image_size, patch_size, interpolate
         self.n_patches = (image_size // patch_size) ** 2
         self.patchify = nn.Conv2d(channels, d_model, kernel_size=patch_size, stride=patch_size, bias=bias)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if cls_token else None
-        self.positions = LearnedPositions(self.n_patches + int(cls_token), d_model)
+        self.distillation = nn.Parameter(torch.zeros(1, 1, d_model)) if distillation_token else None
+        self.registers = nn.Parameter(torch.zeros(1, registers, d_model)) if registers else None
+        self.n_positioned = int(cls_token) + int(distillation_token)  # the tokens before the patches with positions
+        self.prefix_tokens = self.n_positioned + registers  # every vector before the patches
+        self.positions = LearnedPositions(self.n_patches + self.n_positioned, d_model)
         self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
 
+    def grid(self, images: Tensor | None) -> tuple[int, int]:
+        """(rows, columns) of patches of ``images`` (..., H, W); another size than ``image_size`` is
+        refused unless the positions interpolate. ``None``: images of ``image_size``."""
+        if images is None:
+            return (self.image_size // self.patch_size,) * 2
+        size = tuple(images.shape[-2:])
+        if size != (self.image_size, self.image_size) and self.interpolate is None:
+            raise ValueError(f"image of size {size}, the model expects {self.image_size}x{self.image_size}")
+        if min(size) < self.patch_size:
+            raise ValueError(f"image of size {size} is smaller than one {self.patch_size} px patch")
+        return size[0] // self.patch_size, size[1] // self.patch_size
+
     def output_length(self, images: Tensor) -> int:
-        """Vectors per image: the patches, and the CLS token."""
-        return self.n_patches + int(self.cls is not None)
+        """Vectors per image: the patches, and the tokens before them."""
+        rows, columns = self.grid(images)
+        return rows * columns + self.prefix_tokens
 
     def describe_positions(self, images: Tensor) -> list[Position]:
-        """The CLS token (if any), then the patches row by row as (row, column)."""
-        side = self.image_size // self.patch_size
-        return [Position("cls")] * int(self.cls is not None) + [Position("patch", divmod(i, side))
-                                                                for i in range(self.n_patches)]
+        """The CLS, distillation and register tokens (if any), then the patches row by row as (row, column)."""
+        rows, columns = self.grid(images)
+        prefix = [Position("cls")] * int(self.cls is not None) + [Position("distillation")] * int(
+            self.distillation is not None) + [Position("register", (r,)) for r in range(self.prefix_tokens - self.n_positioned)]
+        return prefix + [Position("patch", divmod(i, columns)) for i in range(rows * columns)]
+
+    def _positions(self, grid: tuple[int, int]) -> Tensor:
+        """(n_positioned + rows * columns, D): the table, its patch part resampled to ``grid``."""
+        table, side = self.positions(self.positions.max_len), self.image_size // self.patch_size
+        if grid == (side, side):
+            return table
+        return torch.cat([table[: self.n_positioned],
+                          resample_grid(table[self.n_positioned :], side, grid, self.interpolate)])
 
     def forward(self, images: Tensor, start: int = 0) -> Tensor:
-        """images (B, C, H, W) -> (B, 1 + N, D), N = (H / patch)^2."""
-        if images.shape[-2:] != (self.image_size, self.image_size):
-            raise ValueError(f"image of size {tuple(images.shape[-2:])}, the model expects {self.image_size}x{self.image_size}")
+        """images (B, C, H, W) -> (B, prefix + N, D), N = (H / patch) * (W / patch)."""
+        grid = self.grid(images)
         x = self.patchify(images).flatten(2).transpose(1, 2)
-        if self.cls is not None:
-            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
-        x = x + self.positions(x.shape[1])
+        tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls, self.distillation) if t is not None]
+        x = (torch.cat([*tokens, x], dim=1) if tokens else x) + self._positions(grid)  # a lone patch tensor keeps its layout (and rounding)
+        if self.registers is not None:
+            x = torch.cat([x[:, : self.n_positioned], self.registers.expand(x.shape[0], -1, -1),
+                           x[:, self.n_positioned :]], dim=1)
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -60,12 +60,16 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(x))))
 
 
+POOLS = ("cls", "mean", "cls_mean")
+
+
 class ClassifierHead(nn.Module):
     """Vectors (B, L, D) -> class logits (B, num_classes): a linear layer on one pooled vector.
 
     ``pool="cls"`` reads the first token (ViT's CLS, BERT's [CLS]); ``pool="mean"``
     averages the tokens after the first ``prefix_tokens`` (the CLS is not an image
-    patch, so timm's average pooling leaves it out). ``norm_eps`` adds a LayerNorm
+    patch, so timm's average pooling leaves it out); ``pool="cls_mean"`` reads both side by
+    side, (B, 2D) (Hugging Face's ``Dinov2ForImageClassification``). ``norm_eps`` adds a LayerNorm
     after pooling (timm's ``fc_norm``, used with average pooling in place of the
     stack's final norm).
     """
@@ -73,16 +77,42 @@ class ClassifierHead(nn.Module):
     def __init__(self, d_model: int, num_classes: int, pool: str = "cls", prefix_tokens: int = 1,
                  norm_eps: float | None = None, dropout: float = 0.0):
         super().__init__()
-        if pool not in ("cls", "mean"):
-            raise ValueError(f"unknown pool {pool!r}: expected 'cls' or 'mean'")
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}: expected one of {list(POOLS)}")
         self.pool, self.prefix_tokens = pool, prefix_tokens
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
+        width = d_model * (2 if pool == "cls_mean" else 1)  # the pooled vector's
+        self.norm = nn.LayerNorm(width, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
-        self.proj = nn.Linear(d_model, num_classes)
+        self.proj = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, num_classes)."""
-        pooled = x[:, 0] if self.pool == "cls" else x[:, self.prefix_tokens:].mean(dim=1)
+        if self.pool == "cls":
+            pooled = x[:, 0]
+        else:
+            mean = x[:, self.prefix_tokens:].mean(dim=1)
+            pooled = mean if self.pool == "mean" else torch.cat([x[:, 0], mean], -1)
         if self.norm is not None:
             pooled = self.norm(pooled)
         return self.proj(self.dropout(pooled))
+
+
+class DistilledHead(nn.Module):
+    """DeiT's two classifiers (Touvron et al. 2021): ``proj`` on the CLS vector (the first
+    token), ``dist`` on the distillation token's (the second). Inference averages them
+    (Hugging Face's ``DeiTForImageClassificationWithTeacher``, timm's distilled models in eval);
+    distillation trains each on its own target (:meth:`pair`)."""
+
+    def __init__(self, d_model: int, num_classes: int, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.proj, self.dist = nn.Linear(d_model, num_classes), nn.Linear(d_model, num_classes)
+
+    def pair(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, L, D) -> (class logits, distillation logits), (B, num_classes) each."""
+        return self.proj(self.dropout(x[:, 0])), self.dist(self.dropout(x[:, 1]))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, num_classes): the two heads' logits averaged."""
+        cls, dist = self.pair(x)
+        return (cls + dist) / 2

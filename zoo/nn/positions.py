@@ -40,6 +40,22 @@ class LearnedPositions(nn.Module):
         return self.weight[start : start + length]
 
 
+RESAMPLING = ("bicubic", "bicubic_antialias")
+
+
+def resample_grid(table: Tensor, side: int, grid: tuple[int, int], mode: str) -> Tensor:
+    """A square grid's position vectors, table (side * side, D) row by row, resampled to ``grid``
+    (rows, columns) -> (rows * columns, D): the table as a (D, side, side) image, interpolated as
+    DINOv2 does (``bicubic``, PyTorch's kernel; ``bicubic_antialias``, PIL's, as Hugging Face's
+    DINOv2 with registers), in float32 and cast back (the reference's precision)."""
+    if mode not in RESAMPLING:
+        raise ValueError(f"unknown position resampling {mode!r}: expected one of {list(RESAMPLING)}")
+    image = table.reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    out = torch.nn.functional.interpolate(image.to(torch.float32), size=grid, mode="bicubic", align_corners=False,
+                                          antialias=mode == "bicubic_antialias").to(table.dtype)
+    return out.permute(0, 2, 3, 1).reshape(grid[0] * grid[1], -1)
+
+
 def sinusoids(max_len: int, d_model: int, layout: str = "interleaved") -> Tensor:
     """The fixed sinusoidal table (max_len, d_model).
 

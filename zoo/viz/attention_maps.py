@@ -220,10 +220,10 @@ def denormalised(pixels: Tensor, mean: float | list[float], std: float | list[fl
 
 def position_labels(positions: list[Position], tokenizer=None) -> list[str]:
     """A label per position, from what the embedder says it is (:meth:`describe_positions`): a
-    token's text, ``[CLS]``, a patch's ``(row,column)``, ``det{q}``, the second an audio frame
+    token's text, ``[CLS]``, ``[DIST]``, ``reg{r}``, a patch's ``(row,column)``, ``det{q}``, the second an audio frame
     starts at, ``<img{k}>``."""
     labels = {"token": lambda i: repr(tokenizer.decode([i]))[1:-1], "cls": lambda: "[CLS]",
-              "patch": lambda row, column: f"({row},{column})", "detection": lambda q: f"det{q}",
+              "distillation": lambda: "[DIST]", "register": lambda r: f"reg{r}", "patch": lambda row, column: f"({row},{column})", "detection": lambda q: f"det{q}",
               "frame": lambda frame: f"{frame * HOP_LENGTH / SAMPLE_RATE:.2f}s", "image": lambda k: f"<img{k}>"}
     return [labels[p.kind](*p.index) for p in positions]
 

@@ -66,7 +66,8 @@ def _positions(net: torch.nn.Module) -> str:
     kinds = []
     for m in net.modules():
         kind = {"LearnedPositions": "learned", "SinusoidalPositions": "sinusoidal",
-                "RotaryEmbedding": "rotary", "RelativePositionBias": "relative bias"}.get(_name(m))
+                "RotaryEmbedding": "rotary", "RelativePositionBias": "relative bias",
+                "ALiBi": "alibi"}.get(_name(m))
         if kind and kind not in kinds:
             kinds.append(kind)
     return " + ".join(kinds) or "none"

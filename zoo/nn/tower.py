@@ -48,8 +48,8 @@ class Tower(nn.Module):
                  bias: nn.Module | None = None, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
         if bias is not None and attention_backend != "sdpa":
-            raise ValueError(f"attention_backend={attention_backend}: an additive attention bias (T5's relative "
-                             f"positions) runs only under attention_backend=sdpa")
+            raise ValueError(f"attention_backend={attention_backend}: an additive attention bias ({type(bias).__name__}: "
+                             f"T5's relative positions, ALiBi) runs only under attention_backend=sdpa")
         self.embedder = embedder
         self.stack = Stack(block, n_layers, mask, cross_attention, final_norm, attention_backend, first_attn_norm)
         self.rope, self.bias, self.name, self.cross_attention = rope, bias, name, cross_attention

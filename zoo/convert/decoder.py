@@ -1,6 +1,6 @@
 """The decoders built like Llama (``<Family>ForCausalLM``: pre-RMSNorm, SwiGLU, rotary, grouped-query
 attention, Llama's weight names): one mapping both ways, each family a small table of its names
-and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, Qwen3, OLMo 2, and the decoders to come.
+and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, Qwen3, OLMo 2, Phi-3, and the decoders to come.
 
 :data:`KEYS` is the one table of plain copies, read by the import (Hugging Face config -> the
 net's shape) and written by the export (the net's config -> the Hugging Face config); the
@@ -35,6 +35,41 @@ PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}  # 
 FFN = {"gate": "gate_proj", "fc_in": "up_proj", "fc_out": "down_proj"}  # SwiGLU: silu(gate) * up
 PRE_NORMS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}  # Llama's: each sublayer's input
 QK_NORMS = {"attn.q_norm": "self_attn.q_norm", "attn.k_norm": "self_attn.k_norm"}  # Qwen3's, OLMo 2's
+# a fused Hugging Face weight -> the Llama weights it stacks along its rows, in order (Phi-3's)
+FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+         "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
+# a part of a fused weight as wide as another weight's input (the queries: as many as o_proj reads);
+# the parts not named here share the rest equally (keys and values: n_kv_heads each; gate and up)
+WIDTH_OF = {"self_attn.q_proj": "self_attn.o_proj"}
+
+
+def rotary(config: dict[str, Any], base_key: str = "rope_theta",
+           fraction_key: str = "partial_rotary_factor") -> tuple[float, float]:
+    """(the rotary base, the fraction of each head that rotates) of a Hugging Face config: its
+    ``rope_parameters`` (transformers 5), else ``rope_scaling`` and the config's own keys (``base_key``,
+    ``fraction_key``: GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); a scaled table is refused."""
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind != "default":
+        raise ValueError(f"rope_type={kind!r} is not supported (only the plain rotary table)")
+    return (rope.get("rope_theta", config.get(base_key, 10000.0)),
+            rope.get("partial_rotary_factor", config.get(fraction_key, 1.0)))
+
+
+def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]) -> dict[str, Tensor]:
+    """The weights (and biases) of ``layer`` (a name prefix) named in ``fused``, cut along their rows
+    into the Llama weights they stack (views: the export's probe sees where each part comes from)."""
+    out = {}
+    for name, parts in fused.items():
+        rows = hf[f"{layer}{name}.weight"].shape[0]
+        known = {part: hf[f"{layer}{WIDTH_OF[part]}.weight"].shape[1] for part in parts if part in WIDTH_OF}
+        rest = (rows - sum(known.values())) // (len(parts) - len(known))
+        widths = [known.get(part, rest) for part in parts]
+        for kind in ("weight", "bias"):
+            if f"{layer}{name}.{kind}" in hf:
+                pieces = hf[f"{layer}{name}.{kind}"].split(widths)
+                out |= {f"{layer}{part}.{kind}": piece for part, piece in zip(parts, pieces)}
+    return out
 
 
 def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +94,7 @@ class Decoder:
     # the Block takes the config's head_dim (Qwen3-0.6B: 16 heads of 128 in 1024 wide), this one where
     # config.json omits it (Qwen3Config's default); None: the family needs d_model = heads x head_dim
     head_dim: int | None = None
+    fused: dict[str, tuple[str, ...]] = field(default_factory=dict)  # weights stored fused (Phi-3: :data:`FUSED`)
 
     def shape(self, config: dict[str, Any]) -> dict[str, Any]:
         """The values, keyed by their path under the language model's net, that give the family's
@@ -72,15 +108,15 @@ class Decoder:
             raise ValueError(f"head_dim={head_dim} x {heads} heads != hidden_size={d}: the zoo Block needs "
                              f"d_model = heads x d_head")
         own = {"block.head_dim": head_dim} if self.head_dim is not None else {}
-        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind != "default":
-            raise ValueError(f"rope_type={kind!r} is not supported (only the plain rotary table)")
+        base, fraction = rotary(config)
+        if fraction != 1:
+            raise ValueError(f"partial_rotary_factor={fraction} is not supported: the {self.hf_class} reader "
+                             f"rotates whole heads (partial_rotary_factor 1)")
         act = config.get("hidden_act", "silu")
         if act not in ACTIVATIONS:
             raise ValueError(f"hidden_act={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
         return out | own | self.mask(config) | {
-            "rotary_base": rope.get("rope_theta", config.get("rope_theta", 10000.0)),
+            "rotary_base": base,
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
             "block.activation": ACTIVATIONS[act],
@@ -100,6 +136,7 @@ class Decoder:
         ``lm_head.weight`` to the zoo's; ``embed``: where the token embedding sits in the zoo net."""
         out = {embed: hf["embed_tokens.weight"], "stack.norm.weight": hf["norm.weight"],
                "head.proj.weight": hf.get("lm_head.weight", hf["embed_tokens.weight"])}  # absent when tied
+        hf = hf | {k: v for i in range(n_layers) for k, v in unfused(hf, f"layers.{i}.", self.fused).items()}
         for i in range(n_layers):
             h, z = f"layers.{i}.", f"stack.blocks.{i}."
             out |= {f"{z}{norm}.weight": hf[f"{h}{name}.weight"] for norm, name in self.norms.items()}

@@ -16,7 +16,7 @@ from zoo.models.features import tower_features
 from zoo.nn.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
-from zoo.nn.positions import rotary_tables
+from zoo.nn.positions import rotary_tables, rotary_width
 from zoo.nn.tower import Tower, drop_unread_layers, towers_of
 
 
@@ -53,6 +53,8 @@ class Model(Tower):
         rotary: rotary positions inside attention (positions then are not in the embedder).
         rotary_base: the rotary base, or a list of them repeated over the layers (ModernBERT's
             global and local layers rotate at different rates: ``zoo.nn.positions.rotary_tables``).
+        rotary_fraction: the part of each head that rotates (GPT-NeoX's ``rotary_pct``: 0.25 in
+            Pythia); the rest of the head carries no position.
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``,
             shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
         context: the longest sequence the model accepts.
@@ -78,12 +80,14 @@ class Model(Tower):
         tie_embeddings: bool = False,
         rotary: bool = False,
         rotary_base: float | Sequence[float] = 10000.0,
+        rotary_fraction: float = 1.0,
         bias: nn.Module | None = None,
         init_std: float = 0.02,
         attention_backend: str = "sdpa",
         first_attn_norm: bool = True,
     ):
-        rope = rotary_tables(block.d_head, context, rotary_base, n_layers) if rotary else None
+        rope = rotary_tables(rotary_width(block.d_head, rotary_fraction), context, rotary_base, n_layers) \
+            if rotary else None
         super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias,
                          attention_backend=attention_backend, first_attn_norm=first_attn_norm)
         self.name = "decoder" if all(m.causal for m in self.layer_masks) else "encoder"

@@ -35,6 +35,7 @@ class BlockConfig:
     norm_bias: bool = True  # LayerNorm's bias (RMSNorm has none)
     prenorm: bool = True  # pre-LN (GPT, ViT, T5, ...) or post-LN (original, BERT)
     input_norm: bool = True  # pre-LN: a norm on each sublayer's input (OLMo 2 has none)
+    parallel: bool = False  # the feed-forward reads the Block's input, beside attention (GPT-NeoX, GPT-J)
     output_norm: bool = False  # a norm on each sublayer's output, before the residual add (Gemma 2/3, OLMo 2)
     qk_norm: str | None = None  # a norm on queries and keys: head (Qwen3, Gemma 3) | all (OLMo 2)
     attn_softcap: float | None = None  # attention scores c * tanh(s / c) (Gemma 2)
@@ -59,6 +60,8 @@ class BlockConfig:
         if not self.input_norm and not self.prenorm:
             raise ValueError("block.input_norm=false needs pre-LN Blocks (block.prenorm=true): a post-LN Block's "
                              "norm is its output's")
+        if self.parallel and not self.prenorm:
+            raise ValueError("block.parallel=true needs pre-LN Blocks (block.prenorm=true): x + attn(ln(x)) + ffn(ln(x))")
 
     @property
     def d_head(self) -> int:
@@ -89,7 +92,9 @@ class Block(nn.Module):
         if not attn_norm and not cfg.prenorm:
             raise ValueError("a Block without its attention norm (first_attn_norm=false) needs pre-LN Blocks "
                              "(block.prenorm=true): a post-LN Block's norm is its output's")
-        self.prenorm = cfg.prenorm
+        if cfg.parallel and cross_attention:
+            raise ValueError("block.parallel=true has no place for cross-attention: use sequential Blocks")
+        self.prenorm, self.parallel = cfg.prenorm, cfg.parallel
 
         def norm(width: int = cfg.d_model) -> nn.Module:
             return make_norm(cfg.norm, width, cfg.norm_eps, cfg.norm_bias)
@@ -112,9 +117,10 @@ class Block(nn.Module):
         self.ffn_norm, self.ffn_out_norm = norms()
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def _residual(self, x: Tensor, norm: nn.Module, out_norm: nn.Module, sublayer) -> Tensor:
+    def _residual(self, x: Tensor, norm: nn.Module, out_norm: nn.Module, sublayer, read: Tensor | None = None) -> Tensor:
+        """x plus the sublayer's output; pre-LN, the sublayer reads ``read`` (None: x; a parallel Block's input)."""
         if self.prenorm:
-            return x + self.dropout(out_norm(sublayer(norm(x))))
+            return x + self.dropout(out_norm(sublayer(norm(x if read is None else read))))
         return norm(x + self.dropout(out_norm(sublayer(x))))
 
     def forward(self, x: Tensor, context: AttentionContext | None = None, cache: LayerCache | None = None) -> Tensor:
@@ -123,8 +129,10 @@ class Block(nn.Module):
         ``context``: what self-attention reads besides ``x`` (mask, bias, rotary); its
         ``cross`` is the context of cross-attention (the memory (B, S, D) and its mask),
         required when this Block has cross-attention. ``cache``: incremental decoding.
+        Sequential: x + attn(norm(x)), then + ffn(norm(that)); parallel: x + attn(norm(x)) + ffn(norm(x)).
         """
         context = context or AttentionContext()
+        block_input = x
         x = self._residual(x, self.attn_norm, self.attn_out_norm, lambda h: self.attn(h, context, cache))
         if self.cross_attn is not None:
             if context.cross is None:
@@ -132,4 +140,4 @@ class Block(nn.Module):
                                  "(give the context a cross context: AttentionContext.over(memory))")
             x = self._residual(x, self.cross_norm, self.cross_out_norm,
                                lambda h: self.cross_attn(h, context.cross, cache))
-        return self._residual(x, self.ffn_norm, self.ffn_out_norm, self.ffn)
+        return self._residual(x, self.ffn_norm, self.ffn_out_norm, self.ffn, block_input if self.parallel else None)

@@ -3,7 +3,7 @@
 Added to the input (in the embedder): :class:`LearnedPositions`,
 :class:`SinusoidalPositions`. Acting inside attention (passed to every Block
 as an argument): :class:`RotaryEmbedding` (a cos/sin table; :func:`rotary_tables`
-when its base differs by layer). T5's relative position bias is an additive
+when its base differs by layer; as wide as a head or narrower, :func:`rotary_width`). T5's relative position bias is an additive
 attention bias of the same kind.
 """
 
@@ -127,7 +127,21 @@ def rotary_tables(d_head: int, max_len: int, base: float | Sequence[float], n_la
     return nn.ModuleList(shared[b] for b in bases)
 
 
+def rotary_width(d_head: int, fraction: float = 1.0) -> int:
+    """How many of a head's ``d_head`` values rotate: all (``fraction`` 1), or the first
+    ``int(d_head * fraction)`` (GPT-NeoX's ``rotary_pct``: Pythia rotates 16 of its 64); an even number."""
+    width = int(d_head * fraction)
+    if not 0 < width <= d_head or width % 2:
+        raise ValueError(f"rotary_fraction={fraction} of a head of {d_head} rotates {width} values: "
+                         f"it must be an even number from 2 to {d_head}")
+    return width
+
+
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate x (B, H, L, Dh) by the angles of its positions."""
+    """Rotate x (B, H, L, Dh) by the angles of its positions: each head's first ``cos.shape[-1]``
+    values (a table narrower than the head: partial rotary), the others pass as they are."""
+    width = cos.shape[-1]
+    if width < x.shape[-1]:
+        return torch.cat([apply_rotary(x[..., :width], cos, sin), x[..., width:]], dim=-1)
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin

@@ -115,3 +115,11 @@ def test_mixtral_refuses_router_jitter():
     config = tiny_mixtral().config.to_dict() | {"router_jitter_noise": 0.1}
     with pytest.raises(ValueError, match="router_jitter_noise"):
         MIXTRAL.shape(config)
+
+
+def test_mixtral_flops_count_the_active_experts_only():
+    from zoo.nn.flops import linear_flops
+
+    ffn = moe_layers(from_transformers(tiny_mixtral()))[0]
+    expert = 2 * 3 * 32 * 48  # gate, up, down
+    assert linear_flops(ffn) == 2 * expert + 2 * 32 * 4  # top 2 of 4 experts, and the router

@@ -78,6 +78,8 @@ def randomise(model: nn.Module, seed: int = 0, gain: float = 1.0) -> nn.Module:
     - any other 1-D parameter (a scale: layer scale, a gate): ``1 + N(0, NORM_STD)``;
     - a Linear / Conv weight: ``N(0, gain / sqrt(fan_in))`` (unit gain: outputs of the inputs' scale);
       Hugging Face's ``Conv1D`` (GPT-2) stores (in, out), so its fan-in is the first dimension;
+      transformers 5's mixture-of-experts ``*Router`` / ``*Experts`` hold (stacks of) Linear weights
+      as plain parameters, (..., out, in): their fan-in is the last dimension;
     - an embedding table and any free tensor (CLS tokens, learned positions, mask tokens): ``N(0, 1)``.
 
     Tied parameters are drawn once (they stay tied). Buffers are left alone.
@@ -91,10 +93,13 @@ def randomise(model: nn.Module, seed: int = 0, gain: float = 1.0) -> nn.Module:
         for _, p in model.named_parameters():
             module, pname = owner[id(p)]
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype)
+            stacked = type(module).__name__.endswith(("Router", "Experts")) and p.dim() >= 2
             if pname.endswith("bias"):
                 p.copy_(noise * BIAS_STD)
             elif _is_norm(module) or p.dim() <= 1:
                 p.copy_(1 + noise * NORM_STD)
+            elif stacked:
+                p.copy_(noise * (gain / p.shape[-1] ** 0.5))
             elif isinstance(module, nn.Embedding) or not isinstance(module, (nn.Linear, nn.modules.conv._ConvNd)) \
                     and type(module).__name__ != "Conv1D":
                 p.copy_(noise)

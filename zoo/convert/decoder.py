@@ -72,6 +72,11 @@ def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]
     return out
 
 
+# A mixture-of-experts layer in memory (transformers 5): mlp.gate.weight (E, D) the router,
+# mlp.experts.gate_up_proj (E, 2F, D) gate and up stacked, mlp.experts.down_proj (E, D, F)
+MOE_STACKED = ("mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
 def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
@@ -92,16 +97,24 @@ class Decoder:
     # zoo Block norm -> the Hugging Face layer's (OLMo 2: on each sublayer's output, and on q and k)
     norms: dict[str, str] = field(default_factory=lambda: dict(PRE_NORMS))
     # the Block takes the config's head_dim (Qwen3-0.6B: 16 heads of 128 in 1024 wide), this one where
-    # config.json omits it (Qwen3Config's default); None: the family needs d_model = heads x head_dim
+    # config.json omits it (Qwen3Config's default; 0: d_model / heads); None: the family needs
+    # d_model = heads x head_dim
     head_dim: int | None = None
     fused: dict[str, tuple[str, ...]] = field(default_factory=dict)  # weights stored fused (Phi-3: :data:`FUSED`)
+    knobs: dict[str, Any] = field(default_factory=dict)  # zoo values the family always has (Mixtral: norm_topk)
+    aliases: dict[str, str] = field(default_factory=dict)  # config key -> its other spelling a config.json may use
+    # A mixture of experts (the config's block.n_experts > 0) as a saved folder holds it: the layer's
+    # module (Mixtral's block_sparse_moe) and each expert's weights (zoo part -> name, Mixtral's w1, w3, w2)
+    moe_module: str = "mlp"
+    experts: dict[str, str] = field(default_factory=lambda: dict(FFN))
 
     def shape(self, config: dict[str, Any]) -> dict[str, Any]:
         """The values, keyed by their path under the language model's net, that give the family's
         preset the shape of a Hugging Face config (as a dict); refuses what the zoo Block does not
         express (other biases, rope scaling, d_model != heads x head_dim)."""
         refuse(config, f"{self.hf_class.removesuffix('ForCausalLM')} config", **self.expected)
-        out = copies(config, KEYS | self.keys)
+        spelt = {key: config[other] for key, other in self.aliases.items() if key not in config and other in config}
+        out = copies(config | spelt, KEYS | self.keys)  # a key of self.keys replaces KEYS' for the same path
         d, heads = out["block.d_model"], out["block.n_heads"]
         head_dim = config.get("head_dim") or self.head_dim or d // heads
         if head_dim * heads != d and self.head_dim is None:
@@ -115,7 +128,7 @@ class Decoder:
         act = config.get("hidden_act", "silu")
         if act not in ACTIVATIONS:
             raise ValueError(f"hidden_act={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | own | self.mask(config) | {
+        return out | own | self.mask(config) | self.knobs | {
             "rotary_base": base,
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
@@ -131,9 +144,11 @@ class Decoder:
             "head.d_model": d, "head.vocab_size": vocab,
         }
 
-    def state_dict(self, hf: dict[str, Tensor], n_layers: int, embed: str = "embedder.tokens.weight") -> dict[str, Tensor]:
+    def state_dict(self, hf: dict[str, Tensor], n_layers: int, embed: str = "embedder.tokens.weight",
+                   n_experts: int = 0) -> dict[str, Tensor]:
         """Rename a ``<Family>Model``'s weights (keys without the ``model.`` prefix) plus
-        ``lm_head.weight`` to the zoo's; ``embed``: where the token embedding sits in the zoo net."""
+        ``lm_head.weight`` to the zoo's; ``embed``: where the token embedding sits in the zoo net;
+        ``n_experts``: each layer's feed-forward is a mixture of that many (:meth:`experts_of`)."""
         out = {embed: hf["embed_tokens.weight"], "stack.norm.weight": hf["norm.weight"],
                "head.proj.weight": hf.get("lm_head.weight", hf["embed_tokens.weight"])}  # absent when tied
         hf = hf | {k: v for i in range(n_layers) for k, v in unfused(hf, f"layers.{i}.", self.fused).items()}
@@ -144,16 +159,35 @@ class Decoder:
                 out[f"{z}attn.{part}.weight"] = hf[f"{h}self_attn.{name}.weight"]
                 if part in self.biases:
                     out[f"{z}attn.{part}.bias"] = hf[f"{h}self_attn.{name}.bias"]
-            out |= {f"{z}ffn.{part}.weight": hf[f"{h}mlp.{name}.weight"] for part, name in FFN.items()}
+            if n_experts:
+                out |= self.experts_of(hf, h, f"{z}ffn.", n_experts)
+            else:
+                out |= {f"{z}ffn.{part}.weight": hf[f"{h}mlp.{name}.weight"] for part, name in FFN.items()}
         return out
+
+    def experts_of(self, hf: dict[str, Tensor], h: str, z: str, n_experts: int) -> dict[str, Tensor]:
+        """One mixture-of-experts layer's router and experts (Hugging Face layer prefix ``h``, zoo
+        feed-forward prefix ``z``), from either layout: transformers 5's in memory (:data:`MOE_STACKED`,
+        split here into views) or a saved folder's, one tensor per expert and part."""
+        router, gate_up, down = (f"{h}{name}" for name in MOE_STACKED)
+        if gate_up in hf:
+            gate, up = hf[gate_up].chunk(2, dim=1)
+            parts = {"gate": gate, "fc_in": up, "fc_out": hf[down]}
+            return {f"{z}router.weight": hf[router]} | {
+                f"{z}experts.{e}.{part}.weight": w[e] for part, w in parts.items() for e in range(n_experts)}
+        m = f"{h}{self.moe_module}."
+        return {f"{z}router.weight": hf[f"{m}gate.weight"]} | {
+            f"{z}experts.{e}.{part}.weight": hf[f"{m}experts.{e}.{name}.weight"]
+            for part, name in self.experts.items() for e in range(n_experts)}
 
     @torch.no_grad()
     def from_transformers(self, hf_model) -> nn.Module:
         """A zoo net (built from conf/model/<model>.yaml) holding ``hf_model``'s weights."""
         cfg = hf_model.config.to_dict()
-        net = build_net(self.model, shape_overrides(self.shape(cfg)), {"vocab_size": cfg["vocab_size"]})
+        shape = self.shape(cfg)
+        net = build_net(self.model, shape_overrides(shape), {"vocab_size": cfg["vocab_size"]})
         hf = {k.removeprefix("model."): v for k, v in hf_model.state_dict().items()}
-        load_mapped(net, self.state_dict(hf, cfg["num_hidden_layers"]))
+        load_mapped(net, self.state_dict(hf, cfg["num_hidden_layers"], n_experts=shape.get("block.n_experts", 0)))
         return net
 
     def pretrained(self, net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
@@ -163,7 +197,7 @@ class Decoder:
         shape = self.lm_shape(config)
         check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
         hf = {k.removeprefix("model."): v for k, v in state.items()}
-        return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"]))
+        return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"], n_experts=shape.get("block.n_experts", 0)))
 
     def export_keys(self, prefix: str = "") -> dict[str, str]:
         """Hugging Face config key (under ``prefix``, e.g. ``text_config.``) -> zoo path: the plain copies
@@ -182,5 +216,5 @@ class Decoder:
                       keys=self.export_keys() | {"vocab_size": "embedder.vocab_size"}, activations=ACTIVATIONS,
                       activation_key="hidden_act", shape=config_only(self.lm_shape),
                       state_dict=lambda sd, net: self.state_dict({k.removeprefix("model."): v for k, v in sd.items()},
-                                                                 net["n_layers"]),
+                                                                 net["n_layers"], n_experts=net["block"].get("n_experts", 0)),
                       extra=self.config_extra)

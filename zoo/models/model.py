@@ -30,7 +30,7 @@ def init_weights(parts: Iterable[nn.Module], std: float, n_layers: int) -> None:
     for part in parts:
         for name, m in part.named_modules():
             if isinstance(m, nn.Linear):
-                residual = name.endswith(("attn.out", "ffn.fc_out"))
+                residual = name.endswith(("attn.out", "fc_out"))  # fc_out: a feed-forward's, or each expert's
                 nn.init.normal_(m.weight, std=std / math.sqrt(2 * n_layers) if residual else std)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)

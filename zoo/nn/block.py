@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from zoo.nn.attention import MultiHeadAttention
 from zoo.nn.cache import LayerCache
 from zoo.nn.context import AttentionContext
-from zoo.nn.feedforward import FeedForward
+from zoo.nn.feedforward import feed_forward
 from zoo.nn.layer_scale import scaled
 from zoo.nn.norms import make_norm
 
@@ -42,6 +42,9 @@ class BlockConfig:
     layer_scale: float | None = None  # a learned per-channel gain on each sublayer's output, its start (DINOv2, BEiT)
     activation: str = "gelu"  # relu | gelu | gelu_tanh | quick_gelu | silu
     gated: bool = False  # GEGLU / SwiGLU
+    n_experts: int = 0  # > 0: a mixture of this many feed-forwards, d_ff wide each (zoo/nn/moe.py)
+    top_k: int = 2  # with n_experts: the experts each token goes through
+    norm_topk: bool = True  # their router weights renormalised to sum 1 (Qwen3-MoE: norm_topk_prob)
     bias_q: bool = True
     bias_k: bool = True
     bias_v: bool = True
@@ -113,7 +116,7 @@ class Block(nn.Module):
         self.attn, (self.attn_norm, self.attn_out_norm) = attn(), norms(attn_norm)
         self.cross_attn = attn() if cross_attention else None
         self.cross_norm, self.cross_out_norm = norms() if cross_attention else (None, None)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated, cfg.bias_ffn, cfg.ffn_dropout)
+        self.ffn = feed_forward(cfg)  # dense, or a mixture of experts (cfg.n_experts)
         self.ffn_norm, self.ffn_out_norm = norms()
         self.dropout = nn.Dropout(cfg.dropout)
 

@@ -1,10 +1,17 @@
-"""The position-wise feed-forward network, plain or gated."""
+"""The position-wise feed-forward network, plain or gated, and the Block's choice of feed-forward kind."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from zoo.nn.moe import MoEFeedForward
+
+if TYPE_CHECKING:
+    from zoo.nn.block import BlockConfig
 
 
 def quick_gelu(x: Tensor) -> Tensor:
@@ -54,3 +61,12 @@ class FeedForward(nn.Module):
         h = self.fc_in(x)
         h = self.act(h) if self.gate is None else self.act(self.gate(x)) * h
         return self.fc_out(self.dropout(h))
+
+
+def feed_forward(cfg: BlockConfig) -> nn.Module:
+    """The Block's feed-forward, chosen by its config: the dense :class:`FeedForward`, or with
+    ``cfg.n_experts`` a mixture of that many of them, ``cfg.top_k`` per token (:mod:`zoo.nn.moe`)."""
+    def dense() -> FeedForward:
+        return FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.gated, cfg.bias_ffn, cfg.ffn_dropout)
+
+    return MoEFeedForward(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.norm_topk, dense) if cfg.n_experts else dense()

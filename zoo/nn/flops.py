@@ -2,7 +2,8 @@
 divides by is :mod:`zoo.train.flops`'s).
 
 Counted as the matrix multiplications cost: every Linear layer costs 2 * in * out per
-token in the forward pass, attention costs 2 * 2 * Lq * Lk * d per layer (scores and
+token in the forward pass (of a mixture of experts, the router and the top-k experts a token
+goes through, not the others), attention costs 2 * 2 * Lq * Lk * d per layer (scores and
 the weighted sum), and the backward pass costs twice the forward. Norms, activations
 and softmax are left out (they are not matmuls); so is the causal mask's saving, as
 the dense kernels compute the full square.
@@ -12,10 +13,19 @@ from __future__ import annotations
 
 from torch import nn
 
+from zoo.nn.moe import MoEFeedForward
+
+
+def _all_linear_flops(module: nn.Module) -> int:
+    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+
 
 def linear_flops(module: nn.Module) -> int:
-    """Forward FLOPs per token of every Linear inside ``module``."""
-    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+    """Forward FLOPs per token of every Linear inside ``module`` a token runs through: of each
+    mixture of experts, ``top_k`` of its ``n_experts`` experts."""
+    idle = sum(_all_linear_flops(m.experts) * (m.n_experts - m.top_k) // m.n_experts
+               for m in module.modules() if isinstance(m, MoEFeedForward))
+    return _all_linear_flops(module) - idle
 
 
 def cross_kv_flops(blocks: nn.ModuleList) -> int:

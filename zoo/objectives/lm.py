@@ -12,6 +12,7 @@ from zoo.data.batches import IGNORE, TokenWindows
 from zoo.data.tokenizers import present_ids, tokenizer_from_state
 from zoo.data.wikitext import END_OF_TEXT
 from zoo.models.sampling import generate
+from zoo.nn.moe import RouterLogits
 from zoo.objectives.base import Objective
 
 
@@ -31,13 +32,19 @@ class NextTokenLM(Objective):
         sample_prompt / sample_tokens: at the end of training, a sample of this many
             tokens after this prompt is printed and saved to ``samples.txt`` (None: the
             tokenizer's start of a text, see :func:`sample_prompt_ids`).
+        aux_loss_coef: a net with mixture-of-experts layers (Mixtral, Qwen3-MoE) trains on the
+            cross-entropy plus this times their load-balancing loss (Hugging Face's
+            ``router_aux_loss_coef``), logged as ``train/aux_loss``; ``train/loss`` stays the
+            cross-entropy, as ``val/loss``.
     """
 
     accepts = (TokenWindows,)
 
-    def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300, **kwargs):
+    def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300,
+                 aux_loss_coef: float = 0.001, **kwargs):
         super().__init__(*args, **kwargs)
-        self.sample_prompt, self.sample_tokens = sample_prompt, sample_tokens
+        self.sample_prompt, self.sample_tokens, self.aux_loss_coef = sample_prompt, sample_tokens, aux_loss_coef
+        self.routed = RouterLogits(self.net)
 
     def logits_and_loss(self, inputs: torch.Tensor, targets: torch.Tensor,
                         **net_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,9 +58,14 @@ class NextTokenLM(Objective):
 
     def training_step(self, batch: TokenWindows, batch_idx: int) -> torch.Tensor:
         self.flops_per_batch = self.net.batch_flops(batch.inputs)
-        loss = self.loss(batch)
+        with self.routed:
+            loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # the global batch's loss
-        return loss
+        if not self.routed:
+            return loss
+        aux = self.routed.loss()
+        self.log("train/aux_loss", aux, sync_dist=True)
+        return loss + self.aux_loss_coef * aux
 
     def validation_step(self, batch: TokenWindows, batch_idx: int) -> None:
         loss = self.loss(batch)

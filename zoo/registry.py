@@ -28,6 +28,7 @@ OBJECTIVES: dict[str, str] = {
     "video_classification": "zoo.objectives.classification.VideoClassification",
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
     "detection": "zoo.objectives.detection.Detection",
+    "ctc": "zoo.objectives.ctc.CTCRecognition",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -54,11 +55,13 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.embedders.PatchEmbedder",
     "zoo.nn.embedders.TubeletEmbedder",
     "zoo.nn.embedders.AudioEmbedder",
+    "zoo.nn.audio_conv.WaveEmbedder",
     "zoo.nn.detection.DetectionEmbedder",
     "zoo.nn.multimodal.MultimodalEmbedder",
     "zoo.nn.heads.LMHead",
     "zoo.nn.heads.MLMHead",
     "zoo.nn.heads.ClassifierHead",
+    "zoo.nn.heads.CTCHead",
     "zoo.nn.detection.DetectionHead",
     "zoo.nn.masks.NoMask",
     "zoo.nn.masks.CausalMask",

@@ -45,3 +45,23 @@ def test_logits_and_ctc_loss_match(kind, stable):
     assert_matches(out, ref.logits, padding[..., None], what=f"{kind} logits")
     loss = ctc_loss(out, padding, labels, blank=0, reduction="mean")
     assert_matches(loss.double(), ref.loss.double(), what="CTC loss")
+
+
+@pytest.mark.parametrize("kind", ["wav2vec2", "hubert"])
+def test_export_round_trip(kind):
+    """zoo -> Hugging Face (the export's probe mapping, checked on an example) -> zoo: the same weights."""
+    from zoo.convert.export import to_hf
+    hf = tiny(kind, False, torch.float32)
+    layout = WAV2VEC2 if kind == "wav2vec2" else HUBERT
+    zoo = from_transformers(hf, kind, layout).eval()
+    from zoo.convert.wav2vec2 import shape
+    values = shape(hf.config.to_dict(), layout)
+    from omegaconf import OmegaConf
+    cfg = OmegaConf.create({})
+    for k, v in values.items():
+        OmegaConf.update(cfg, k, v, force_add=True)
+    net_cfg = OmegaConf.to_container(cfg)
+    back, _ = to_hf(zoo, net_cfg, layout.hf_class)
+    again = from_transformers(back, kind, layout)
+    for name, value in zoo.state_dict().items():
+        assert torch.equal(value, again.state_dict()[name]), name

@@ -173,7 +173,10 @@ def family(layout: Layout) -> Family:
         # the activation of the convs is the Blocks' (one key each side)
         extra=lambda net: {"mask_time_prob": 0.0, "layerdrop": 0.0, "num_feat_extract_layers":
                            len(net["embedder"]["conv_dim"]), "feat_extract_activation": net["embedder"]["activation"],
-                           "feat_proj_dropout": net["embedder"]["dropout"]})
+                           "feat_proj_dropout": net["embedder"]["dropout"]}
+        # the conv lists as plain lists (the table's copies are OmegaConf's, which the config refuses)
+        | {key: list(net["embedder"][zoo]) for key, zoo in (("conv_dim", "conv_dim"), ("conv_kernel", "conv_kernel"),
+                                                             ("conv_stride", "conv_stride"))})
 
 
 FAMILY = family(WAV2VEC2)

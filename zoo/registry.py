@@ -30,6 +30,7 @@ OBJECTIVES: dict[str, str] = {
     "vlm": "zoo.objectives.vlm.VisionLanguageLM",
     "detection": "zoo.objectives.detection.Detection",
     "distillation": "zoo.objectives.distillation.Distillation",
+    "ctc": "zoo.objectives.ctc.CTCRecognition",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -45,6 +46,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.classification.VideoClassification": "video_classification",  # newer too, likewise
     "zoo.objectives.denoising.Denoising": "denoising",  # newer too, likewise
     "zoo.objectives.distillation.Distillation": "distillation",  # likewise
+    "zoo.objectives.ctc.CTCRecognition": "ctc",  # likewise
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own
@@ -58,12 +60,14 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.embedders.PatchEmbedder",
     "zoo.nn.embedders.TubeletEmbedder",
     "zoo.nn.embedders.AudioEmbedder",
+    "zoo.nn.audio_conv.WaveEmbedder",
     "zoo.nn.detection.DetectionEmbedder",
     "zoo.nn.multimodal.MultimodalEmbedder",
     "zoo.nn.heads.LMHead",
     "zoo.nn.heads.MLMHead",
     "zoo.nn.heads.ClassifierHead",
     "zoo.nn.heads.DistilledHead",
+    "zoo.nn.heads.CTCHead",
     "zoo.nn.detection.DetectionHead",
     "zoo.nn.masks.NoMask",
     "zoo.nn.masks.CausalMask",

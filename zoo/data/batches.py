@@ -122,6 +122,27 @@ class AudioText(NamedTuple):
         return _pair_items(self.source_padding, self.target_out)
 
 
+class WaveText(NamedTuple):
+    """Raw utterances and their transcripts, for CTC (wav2vec 2.0, HuBERT).
+
+    waves (B, T) float 16 kHz samples, each utterance normalised to zero mean and unit variance,
+    zero-padded; wave_padding (B, T) bool, True at real samples; labels (B, S) the transcript's
+    ids (IGNORE at padding); references: the transcripts."""
+
+    waves: Tensor
+    wave_padding: Tensor
+    labels: Tensor
+    references: list[str]
+
+    @property
+    def samples(self) -> int:
+        return self.waves.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.wave_padding.sum())
+
+
 class ImageLabels(NamedTuple):
     """Images with one class each: images (B, C, H, W) float, labels (B,) int64."""
 

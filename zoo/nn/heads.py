@@ -116,3 +116,18 @@ class DistilledHead(nn.Module):
         """(B, L, D) -> (B, num_classes): the two heads' logits averaged."""
         cls, dist = self.pair(x)
         return (cls + dist) / 2
+
+
+class CTCHead(nn.Module):
+    """Vectors (B, L, D) -> per-position character logits (B, L, V) for CTC (wav2vec 2.0's and
+    HuBERT's ``lm_head``): dropout, then a linear layer with a bias. The blank is a vocabulary
+    entry (the pad id, as Hugging Face's); :func:`zoo.models.ctc.greedy` decodes the logits."""
+
+    def __init__(self, d_model: int, vocab_size: int, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(..., D) -> (..., V)."""
+        return self.proj(self.dropout(x))

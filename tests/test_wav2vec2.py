@@ -30,7 +30,7 @@ def tiny(kind: str, stable: bool, dtype=torch.float64):
 def test_logits_and_ctc_loss_match(kind, stable):
     hf = tiny(kind, stable)
     layout = WAV2VEC2 if kind == "wav2vec2" else HUBERT
-    zoo = from_transformers(hf, kind, layout).eval().to(torch.float64)
+    zoo = from_transformers(hf, layout=layout).eval().to(torch.float64)
     g = torch.Generator().manual_seed(1)
     waves = torch.randn(2, 400, generator=g, dtype=torch.float64)
     real = torch.ones(2, 400, dtype=torch.bool)
@@ -53,7 +53,7 @@ def test_export_round_trip(kind):
     from zoo.convert.export import to_hf
     hf = tiny(kind, False, torch.float32)
     layout = WAV2VEC2 if kind == "wav2vec2" else HUBERT
-    zoo = from_transformers(hf, kind, layout).eval()
+    zoo = from_transformers(hf, layout=layout).eval()
     from zoo.convert.wav2vec2 import shape
     values = shape(hf.config.to_dict(), layout)
     from omegaconf import OmegaConf
@@ -62,6 +62,6 @@ def test_export_round_trip(kind):
         OmegaConf.update(cfg, k, v, force_add=True)
     net_cfg = OmegaConf.to_container(cfg)
     back, _ = to_hf(zoo, net_cfg, layout.hf_class)
-    again = from_transformers(back, kind, layout)
+    again = from_transformers(back, layout=layout)
     for name, value in zoo.state_dict().items():
         assert torch.equal(value, again.state_dict()[name]), name

@@ -17,7 +17,7 @@ REFERENCE = "gpt"  # a family with no parent preset is compared with the zoo's f
 # Where each choice is made from: a family picks one of these, it adds no class of its own elsewhere.
 CHOICES = {
     "mask": ("zoo.nn.masks.", "zoo.nn.sparse."),
-    "embedder": ("zoo.nn.embedders.", "zoo.nn.multimodal.", "zoo.nn.detection."),
+    "embedder": ("zoo.nn.embedders.", "zoo.nn.multimodal.", "zoo.nn.detection.", "zoo.nn.audio_conv."),
     "head": ("zoo.nn.heads.", "zoo.nn.detection.", "torch.nn.Identity"),
 }
 CONTAINERS = {"zoo.models.model.Model", "zoo.models.encoder_decoder.EncoderDecoder"}

@@ -96,7 +96,7 @@ def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]
 MOE_STACKED = ("mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 
 
-def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
+def _no_keys(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
@@ -111,13 +111,13 @@ class Decoder:
     biases: tuple[str, ...] = ()  # the attention projections with a bias (of q, k, v, out): Qwen2's q, k, v
     expected: dict[str, Any] = field(default_factory=dict)  # config keys whose one value the zoo expresses
     keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # plain copies beyond :data:`KEYS`
-    mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # config -> the mask's part of the shape
-    mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # net config -> the mask's config keys
+    mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # config -> the mask's part of the shape
+    mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # net config -> the mask's config keys
     positions: Callable[[dict[str, Any]], dict[str, Any]] = plain_rotary  # config -> the rotary tables' part
     positions_config: Callable[[dict[str, Any]], dict[str, Any]] = plain_rotary_config  # net config -> their keys
     # config -> further values that are no plain copy (Gemma's attention scale), and back (net config -> keys)
-    own: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask
-    own_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask
+    own: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
+    own_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
     activation_key: str = "hidden_act"  # the config key of the activation (Gemma's hidden_activation)
     # zoo Block norm -> the Hugging Face layer's (OLMo 2: on each sublayer's output, and on q and k)
     norms: dict[str, str] = field(default_factory=lambda: dict(PRE_NORMS))

@@ -1,6 +1,7 @@
 """The checks every decoder family of the shared mapping (zoo.convert.decoder.Decoder) passes
 beyond its own exactness test: the export round trip both ways and ``zoo export`` loading in
-transformers' Auto class. One copy for Qwen2, Qwen3, OLMo 2 and the decoders to come."""
+transformers' Auto class, reading a ``save_pretrained`` folder, and cached and greedy decoding.
+One copy for Qwen2, Qwen3, OLMo 2, Gemma 2 / 3 and the decoders to come."""
 
 from __future__ import annotations
 
@@ -36,15 +37,15 @@ def check_round_trip(hf: torch.nn.Module, decoder: Decoder) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def check_zoo_export(tmp_path: Path, capsys, decoder: Decoder) -> dict:
-    """``zoo export`` of a small randomised checkpoint of ``decoder.model`` writes a folder of its
-    class that AutoModelForCausalLM loads to the checkpoint's logits. Returns its config.json."""
+def check_zoo_export(tmp_path: Path, capsys, decoder: Decoder, *overrides: str) -> dict:
+    """``zoo export`` of a small randomised checkpoint of ``decoder.model`` (with ``overrides``) writes
+    a folder of its class that AutoModelForCausalLM loads to the checkpoint's logits. Returns its config.json."""
     from transformers import AutoModelForCausalLM
 
     from zoo.cli.commands import call
 
     model = saved_checkpoint(tmp_path / "m.ckpt", decoder.model, {"vocab_size": 50}, "model.net.n_layers=2",
-                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24")
+                             "model.net.block.d_model=32", "model.net.block.d_ff=64", "model.net.context=24", *overrides)
     call("export", [f"ckpt={tmp_path / 'm.ckpt'}", f"out={tmp_path / 'out'}"])
     assert f"({decoder.hf_class})" in capsys.readouterr().out
     config = json.loads((tmp_path / "out" / "config.json").read_text())
@@ -66,3 +67,22 @@ def check_folder(tmp_path: Path, hf: torch.nn.Module, decoder: Decoder):
     tokens = torch.randint(0, hf.config.vocab_size, (2, 37))
     assert_matches(model.net.eval()(tokens), hf(tokens).logits, what=f"{decoder.model} logits from a folder")
     return model
+
+
+@torch.no_grad()
+def check_decoding(hf: torch.nn.Module, net: torch.nn.Module, prompt: int = 5, new: int = 14):
+    """Decoding with the KV cache, a prefix then one token at a time past the longest window (a
+    windowed layer's cache rolls), gives the full forward's logits; greedy decoding (``zoo generate``'s
+    ``temperature=0``) gives Hugging Face ``generate``'s tokens, cache and all."""
+    from zoo.models.sampling import generate
+
+    tokens = torch.randint(0, hf.config.vocab_size, (2, prompt + new), generator=torch.Generator().manual_seed(3))
+    full = net(tokens)
+    cache = net.new_cache()
+    steps = [net(tokens[:, :prompt], cache=cache)] + [net(tokens[:, t:t + 1], cache=cache)
+                                                      for t in range(prompt, tokens.shape[1])]
+    assert_matches(torch.cat(steps, dim=1), full, what="cached decoding")
+    start = tokens[:, :prompt]
+    theirs = hf.generate(start, attention_mask=torch.ones_like(start), max_new_tokens=new, do_sample=False)
+    assert theirs.shape == (2, prompt + new), "generate stopped early: give the tiny config eos_token_id=None"
+    assert torch.equal(generate(net, start, new, temperature=0), theirs)

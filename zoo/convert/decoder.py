@@ -1,6 +1,6 @@
 """The decoders built like Llama (``<Family>ForCausalLM``: pre-RMSNorm, SwiGLU, rotary, grouped-query
 attention, Llama's weight names): one mapping both ways, each family a small table of its names
-and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, Qwen3, OLMo 2, Phi-3, and the decoders to come.
+and knobs (:class:`Decoder`): Llama, Mistral, Qwen2, Qwen3, OLMo 2, Phi-3, Gemma 2 and 3.
 
 :data:`KEYS` is the one table of plain copies, read by the import (Hugging Face config -> the
 net's shape) and written by the export (the net's config -> the Hugging Face config); the
@@ -30,10 +30,14 @@ KEYS: dict[str, tuple[str, Any]] = {
     "tie_word_embeddings": ("tie_embeddings", False),
     "attention_dropout": ("block.attn_dropout", 0.0),
 }
-ACTIVATIONS = {"silu": "silu", "gelu": "gelu"}  # Hugging Face ``hidden_act`` -> the Block's
+ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}  # Hugging Face's -> the Block's
 PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}  # zoo attention part -> Hugging Face's
 FFN = {"gate": "gate_proj", "fc_in": "up_proj", "fc_out": "down_proj"}  # SwiGLU: silu(gate) * up
 PRE_NORMS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}  # Llama's: each sublayer's input
+# Gemma's norms before and after each sublayer: its post_attention_layernorm is on the attention's
+# output (Llama's same name is the feed-forward's input norm)
+SANDWICH_NORMS = {"attn_norm": "input_layernorm", "attn_out_norm": "post_attention_layernorm",
+                  "ffn_norm": "pre_feedforward_layernorm", "ffn_out_norm": "post_feedforward_layernorm"}
 QK_NORMS = {"attn.q_norm": "self_attn.q_norm", "attn.k_norm": "self_attn.k_norm"}  # Qwen3's, OLMo 2's
 # a fused Hugging Face weight -> the Llama weights it stacks along its rows, in order (Phi-3's)
 FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
@@ -54,6 +58,21 @@ def rotary(config: dict[str, Any], base_key: str = "rope_theta",
         raise ValueError(f"rope_type={kind!r} is not supported (only the plain rotary table)")
     return (rope.get("rope_theta", config.get(base_key, 10000.0)),
             rope.get("partial_rotary_factor", config.get(fraction_key, 1.0)))
+
+
+def plain_rotary(config: dict[str, Any]) -> dict[str, Any]:
+    """The positions' part of the shape: one rotary base (:func:`rotary`), whole heads rotating."""
+    base, fraction = rotary(config)
+    if fraction != 1:
+        raise ValueError(f"partial_rotary_factor={fraction} is not supported: this reader rotates whole heads "
+                         f"(partial_rotary_factor 1)")
+    return {"rotary_base": base}
+
+
+def plain_rotary_config(net: dict[str, Any]) -> dict[str, Any]:
+    """The Hugging Face config's rotary table of the zoo net's one base (transformers 5 keeps it in
+    ``rope_parameters``)."""
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": at(net, "rotary_base")}}
 
 
 def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]) -> dict[str, Tensor]:
@@ -77,7 +96,7 @@ def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]
 MOE_STACKED = ("mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 
 
-def _no_mask(config: dict[str, Any]) -> dict[str, Any]:
+def _no_keys(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
@@ -92,8 +111,14 @@ class Decoder:
     biases: tuple[str, ...] = ()  # the attention projections with a bias (of q, k, v, out): Qwen2's q, k, v
     expected: dict[str, Any] = field(default_factory=dict)  # config keys whose one value the zoo expresses
     keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # plain copies beyond :data:`KEYS`
-    mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # config -> the mask's part of the shape
-    mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_mask  # net config -> the mask's config keys
+    mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # config -> the mask's part of the shape
+    mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # net config -> the mask's config keys
+    positions: Callable[[dict[str, Any]], dict[str, Any]] = plain_rotary  # config -> the rotary tables' part
+    positions_config: Callable[[dict[str, Any]], dict[str, Any]] = plain_rotary_config  # net config -> their keys
+    # config -> further values that are no plain copy (Gemma's attention scale), and back (net config -> keys)
+    own: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
+    own_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
+    activation_key: str = "hidden_act"  # the config key of the activation (Gemma's hidden_activation)
     # zoo Block norm -> the Hugging Face layer's (OLMo 2: on each sublayer's output, and on q and k)
     norms: dict[str, str] = field(default_factory=lambda: dict(PRE_NORMS))
     # the Block takes the config's head_dim (Qwen3-0.6B: 16 heads of 128 in 1024 wide), this one where
@@ -121,15 +146,10 @@ class Decoder:
             raise ValueError(f"head_dim={head_dim} x {heads} heads != hidden_size={d}: the zoo Block needs "
                              f"d_model = heads x d_head")
         own = {"block.head_dim": head_dim} if self.head_dim is not None else {}
-        base, fraction = rotary(config)
-        if fraction != 1:
-            raise ValueError(f"partial_rotary_factor={fraction} is not supported: the {self.hf_class} reader "
-                             f"rotates whole heads (partial_rotary_factor 1)")
-        act = config.get("hidden_act", "silu")
+        act = config.get(self.activation_key, "silu")
         if act not in ACTIVATIONS:
-            raise ValueError(f"hidden_act={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | own | self.mask(config) | self.knobs | {
-            "rotary_base": base,
+            raise ValueError(f"{self.activation_key}={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
+        return out | own | self.mask(config) | self.positions(config) | self.own(config) | self.knobs | {
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
             "block.activation": ACTIVATIONS[act],
@@ -206,15 +226,15 @@ class Decoder:
         return plain(KEYS | self.keys, prefix) | width
 
     def config_extra(self, net: dict[str, Any]) -> dict[str, Any]:
-        """The Hugging Face config keys that are not plain copies: the rotary table (transformers 5
-        keeps it in ``rope_parameters``) and the mask's."""
-        return {"rope_parameters": {"rope_type": "default", "rope_theta": at(net, "rotary_base")}} | self.mask_config(net)
+        """The Hugging Face config keys that are not plain copies: the rotary tables', the mask's
+        and the family's own."""
+        return self.positions_config(net) | self.mask_config(net) | self.own_config(net)
 
     def family(self) -> Family:
         """The export of this family (``FAMILY`` of its module)."""
         return Family(hf_class=self.hf_class, config_class=self.config_class,
                       keys=self.export_keys() | {"vocab_size": "embedder.vocab_size"}, activations=ACTIVATIONS,
-                      activation_key="hidden_act", shape=config_only(self.lm_shape),
+                      activation_key=self.activation_key, shape=config_only(self.lm_shape),
                       state_dict=lambda sd, net: self.state_dict({k.removeprefix("model."): v for k, v in sd.items()},
                                                                  net["n_layers"], n_experts=net["block"].get("n_experts", 0)),
                       extra=self.config_extra)

@@ -35,6 +35,13 @@ def masks_of(config: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"layer_types names sliding_attention layers but use_sliding_window="
                          f"{config.get('use_sliding_window')} and sliding_window={config.get('sliding_window')}: "
                          f"set both (use_sliding_window=true, sliding_window=w) or make every layer full_attention")
+    return kinds_mask(kinds, window)
+
+
+def kinds_mask(kinds: list[str], window: int | None) -> dict[str, Any]:
+    """The mask's part of the shape of each layer's type (``full_attention``: causal;
+    ``sliding_attention``: causal-local under ``window``): one mask when every layer is alike, else a
+    ``PerLayer`` pattern (Qwen2's, Qwen3's, Gemma's layers)."""
     masks = {"full_attention": {"_target_": CAUSAL}, "sliding_attention": {"_target_": LOCAL, "window": window,
                                                                            "causal": True}}
     pattern = [masks[kind] for kind in layer_pattern(kinds)]

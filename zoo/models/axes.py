@@ -24,7 +24,8 @@ _AXIS_OF_TOP = {
     "head": "head", "tie_embeddings": "head",
     "block": "block",
     # positions acting inside attention: the rotary table, T5's relative bias and ALiBi, owned by the tower
-    "rotary": "positions", "rotary_base": "positions", "rotary_fraction": "positions", "bias": "positions",
+    "rotary": "positions", "rotary_base": "positions", "rotary_fraction": "positions", "rotary_scale": "positions",
+    "bias": "positions",
     "encoder_bias": "positions", "decoder_bias": "positions",
     "_target_": "container", "n_layers": "container", "n_encoder_layers": "container", "n_decoder_layers": "container",
     "context": "container", "final_norm": "container", "first_attn_norm": "container",

@@ -53,6 +53,8 @@ class Model(Tower):
         rotary: rotary positions inside attention (positions then are not in the embedder).
         rotary_base: the rotary base, or a list of them repeated over the layers (ModernBERT's
             global and local layers rotate at different rates: ``zoo.nn.positions.rotary_tables``).
+        rotary_scale: linear position scaling (position p rotates as p / scale), or a list of
+            them repeated over the layers (Gemma 3 4B scales its global layers by 8, not its local ones).
         rotary_fraction: the part of each head that rotates (GPT-NeoX's ``rotary_pct``: 0.25 in
             Pythia); the rest of the head carries no position.
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``,
@@ -81,12 +83,14 @@ class Model(Tower):
         rotary: bool = False,
         rotary_base: float | Sequence[float] = 10000.0,
         rotary_fraction: float = 1.0,
+        rotary_scale: float | Sequence[float] = 1.0,
         bias: nn.Module | None = None,
         init_std: float = 0.02,
         attention_backend: str = "sdpa",
         first_attn_norm: bool = True,
     ):
-        rope = rotary_tables(rotary_width(block.d_head, rotary_fraction), context, rotary_base, n_layers) \
+        rope = rotary_tables(rotary_width(block.d_head, rotary_fraction), context, rotary_base, n_layers,
+                             rotary_scale) \
             if rotary else None
         super().__init__(embedder, block, n_layers, mask, final_norm=final_norm, rope=rope, bias=bias,
                          attention_backend=attention_backend, first_attn_norm=first_attn_norm)

@@ -3,7 +3,7 @@
 Added to the input (in the embedder): :class:`LearnedPositions`,
 :class:`SinusoidalPositions`. Acting inside attention (passed to every Block
 as an argument): :class:`RotaryEmbedding` (a cos/sin table; :func:`rotary_tables`
-when its base differs by layer; as wide as a head or narrower, :func:`rotary_width`). T5's relative position bias is an additive
+when its base differs by layer; as wide as a head or narrower, :func:`rotary_width`; its positions scaled down, linear scaling). T5's relative position bias is an additive
 attention bias of the same kind.
 """
 
@@ -95,13 +95,16 @@ class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoFormer; Llama): a cos/sin table per position.
 
     The table is computed once per forward and handed to every Block, which rotates
-    queries and keys with :func:`apply_rotary` (the "rotate half" convention).
+    queries and keys with :func:`apply_rotary` (the "rotate half" convention). ``scale``: linear
+    position scaling, position p rotates as p / scale (Hugging Face's ``rope_type: linear`` with
+    ``factor`` = scale: Gemma 3 4B and up, on its global layers); dividing the frequencies, as
+    Hugging Face does, is exact for scale 1.
     """
 
-    def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0, scale: float = 1.0):
         super().__init__()
         self.max_len = max_len
-        inv_freq = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        inv_freq = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head) / scale
         freqs = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
         angles = torch.cat([freqs, freqs], dim=-1)
         self.register_buffer("cos", angles.cos(), persistent=False)
@@ -113,18 +116,24 @@ class RotaryEmbedding(nn.Module):
         return self.cos[start : start + length], self.sin[start : start + length]
 
 
-def rotary_tables(d_head: int, max_len: int, base: float | Sequence[float], n_layers: int
-                  ) -> RotaryEmbedding | nn.ModuleList:
-    """The rotary table of a stack of ``n_layers`` layers: one for all (``base`` a number), or
-    one per layer (an ``nn.ModuleList``) for a list of bases, a pattern repeated over the
-    layers as :class:`~zoo.nn.masks.PerLayer` masks are: ModernBERT's global layers rotate with
-    base 160,000 and its local ones with 10,000, so its pattern is [160000, 10000, 10000].
-    Layers with the same base share one table (computed once per forward)."""
-    if isinstance(base, (int, float)):
-        return RotaryEmbedding(d_head, max_len, base)
-    bases = tile(base, n_layers, "rotary base")
-    shared = {b: RotaryEmbedding(d_head, max_len, b) for b in dict.fromkeys(bases)}
-    return nn.ModuleList(shared[b] for b in bases)
+def rotary_tables(d_head: int, max_len: int, base: float | Sequence[float], n_layers: int,
+                  scale: float | Sequence[float] = 1.0) -> RotaryEmbedding | nn.ModuleList:
+    """The rotary table of a stack of ``n_layers`` layers: one for all (``base`` and ``scale``
+    numbers), or one per layer (an ``nn.ModuleList``) for a list of bases or of linear scales,
+    each a pattern repeated over the layers as :class:`~zoo.nn.masks.PerLayer` masks are:
+    ModernBERT's global layers rotate with base 160,000 and its local ones with 10,000, so its
+    pattern is [160000, 10000, 10000]; Gemma 3 4B's global layers also scale their positions by 8.
+    Layers with the same base and scale share one table (computed once per forward)."""
+    if isinstance(base, (int, float)) and isinstance(scale, (int, float)):
+        return RotaryEmbedding(d_head, max_len, base, scale)
+    pairs = list(zip(layer_values(base, n_layers, "rotary base"), layer_values(scale, n_layers, "rotary scale")))
+    shared = {pair: RotaryEmbedding(d_head, max_len, *pair) for pair in dict.fromkeys(pairs)}
+    return nn.ModuleList(shared[pair] for pair in pairs)
+
+
+def layer_values(value: float | Sequence[float], n_layers: int, what: str) -> list[float]:
+    """Each of ``n_layers`` layers' value of a number (all alike) or of a pattern (:func:`~zoo.nn.masks.tile`)."""
+    return [value] * n_layers if isinstance(value, (int, float)) else tile(value, n_layers, what)
 
 
 def rotary_width(d_head: int, fraction: float = 1.0) -> int:

@@ -35,7 +35,8 @@ FAMILIES = {
     "mistral-blocks": ["local", "--family", "mistral", "--backend", "blocks"],
     "modernbert": ["local", "--family", "modernbert"],
     "modernbert-blocks": ["local", "--family", "modernbert", "--backend", "blocks"],
-    "qwen3": ["decoders", "--family", "qwen3"], "mixtral": ["decoders", "--family", "mixtral"],
+    "qwen3": ["decoders", "--family", "qwen3"], "gemma3": ["decoders", "--family", "gemma3"],
+    "mixtral": ["decoders", "--family", "mixtral"],
 }
 TRAIN_ONLY = {"t5", "whisper"}  # they also time decoding; the table is about the training step
 PACKAGES = ("torch", "transformers", "timm", "litgpt", "x-transformers", "openai-whisper", "scipy")

@@ -3,7 +3,7 @@ Qwen3, Gemma 3 or Mixtral (``--family``) vs ``Qwen3ForCausalLM``, ``Gemma3ForCau
 ``MixtralForCausalLM``: training step time and peak memory.
 
     python benchmarks/decoders.py                    # Qwen3: 4 layers, 256 wide, 4/2 heads, context 512
-    python benchmarks/decoders.py --family gemma3    # local (window 128) and global layers, 5:1, soft caps off
+    python benchmarks/decoders.py --family gemma3    # 6 layers: 5 local (window 128), then a global one
     python benchmarks/decoders.py --family mixtral   # 8 experts of 344, top-2
 
 Both sides are one network: the reference is built from its transformers config at the shape
@@ -46,7 +46,7 @@ CLASSES = {"qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM", "mixtral"
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--family", choices=sorted(CLASSES), default="qwen3")
-    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--layers", type=int, help="default: 4, gemma3 6 (five local layers, then a global one)")
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2, help="grouped-query key/value heads")
@@ -60,6 +60,7 @@ def main() -> None:
     add_run_args(p)
     a = p.parse_args()
     a.ff = a.ff or (344 if a.family == "mixtral" else 688)
+    a.layers = a.layers or (6 if a.family == "gemma3" else 4)
     torch.manual_seed(0)
     cfg = reference_config(a.family, a)
     converter = importlib.import_module(f"zoo.convert.{a.family}")

@@ -80,7 +80,7 @@ def main() -> None:
         return make_step(ref, lambda: F.cross_entropy(ref(input_ids=tokens).logits.flatten(0, 1),
                                                       targets.flatten()), a.dtype)
 
-    extra = {"qwen3": "qk-norm", "gemma3": f"window {a.window} on 5 of 6 layers, qk-norm, sandwich norms",
+    extra = {"qwen3": "qk-norm", "gemma3": f"window {a.window} on 5 of every 6 layers, qk-norm, sandwich norms",
              "mixtral": f"{a.experts} experts of {a.ff}, top-{a.top_k}"}[a.family]
     shape = (f"{a.layers} layers, {a.width} wide, {a.heads} heads, {a.kv_heads} kv heads, ff {a.ff}, {extra}, "
              f"context {a.context}, batch {a.batch}, vocab {a.vocab}")

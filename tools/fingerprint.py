@@ -97,7 +97,7 @@ def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict 
         length = min(LENGTH.get(model, 48), net.context)
         plain = {"inputs": tokens(gen, length)}
         if emb.segments is not None:
-            plain["segments"] = torch.randint(0, 2, (BATCH, length), generator=gen)
+            plain["segments"] = torch.randint(0, emb.segments.num_embeddings, (BATCH, length), generator=gen)
         return plain, plain | {"key_padding": padding(length)}
     if isinstance(emb, TubeletEmbedder):
         return {"inputs": torch.randn(BATCH, *emb.shape, generator=gen)}, None

@@ -69,16 +69,17 @@ def test_logits_match_transformers(kind, dtype):
                    target_real[..., None], what=f"{kind} logits ({dtype})")
 
 
+@pytest.mark.parametrize("kind", ["bart", "mbart"])
 @torch.no_grad()
-def test_cached_decoding_equals_recomputation_and_transformers_generate():
-    hf = tiny("bart", decoder_layers=2)
-    net = bart.from_transformers(hf).eval()
+def test_cached_decoding_equals_recomputation_and_transformers_generate(kind):
+    hf = tiny(kind, decoder_layers=2)
+    net = KINDS[kind][2].from_transformers(hf).eval()
     source, source_real, target, _ = batch()
     memory, cache = net.encode(source, source_real), net.new_cache()
     # one token at a time through the cache (positions start..: the offset table read at start + 2)
     steps = torch.cat([net.decode(target[:, i:i + 1], memory, source_real, cache=cache) for i in range(13)], 1)
     assert_matches(steps, net.decode(target, memory, source_real), what="cached step logits")
-    prompt = torch.full((3, 1), 2)  # BART's decoder starts from eos
+    prompt = torch.full((3, 1), 2)  # the decoder starts from eos (decoder_start_token_id, both kinds here)
     out = greedy(net, source, prompt, 2, source_real, max_new_tokens=10)
     assert torch.equal(out, greedy(net, source, prompt, 2, source_real, max_new_tokens=10, use_cache=False))
     ref = hf.generate(input_ids=source, attention_mask=source_real.long(), max_new_tokens=10, do_sample=False,

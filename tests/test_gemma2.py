@@ -10,7 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_decoding, check_folder, check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_generation, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
@@ -68,7 +68,7 @@ def test_gemma2_logits_match_transformers(length):
 def test_gemma2_decodes_with_its_cache_as_transformers_generates():
     """Soft-capped attention and logits while decoding, the sliding layers' rolling cache."""
     hf = tiny_gemma2()
-    check_decoding(hf, from_transformers(hf).eval())
+    check_generation(hf, from_transformers(hf).eval(), hf.config.vocab_size)
 
 
 def test_gemma2_preset_is_gemmas_pieces_over_llama():

@@ -10,7 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_decoding, check_folder, check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_generation, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
@@ -75,7 +75,7 @@ def test_gemma3_logits_match_transformers(scaling, length):
 def test_gemma3_decodes_with_its_cache_as_transformers_generates():
     """Per-layer rotary tables (the global layers' scaled) and the sliding layers' rolling cache."""
     hf = tiny_gemma3(LINEAR)
-    check_decoding(hf, from_transformers(hf).eval())
+    check_generation(hf, from_transformers(hf).eval(), hf.config.vocab_size)
 
 
 def test_gemma3_preset_is_gemma2s_with_qk_norms_and_per_layer_rotary():

@@ -1,6 +1,7 @@
 """The OLMo 2 preset: exact against Hugging Face (norms on each sublayer's output, q/k norms over
-the whole projections, grouped-query attention, padding), read from a folder
-(``model.init_from=DIR``) and exported back (``zoo export``)."""
+the whole projections, grouped-query attention, padding), cached decoding against recomputation and
+transformers' greedy ``generate``, read from a folder (``model.init_from=DIR``, the released
+OLMo-2-1B layout too) and exported back (``zoo export``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,25 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_folder, check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_generation, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
 from zoo.convert.olmo2 import OLMO2, from_transformers  # noqa: E402
 from zoo.nn.masks import CausalMask  # noqa: E402
 
+
+# allenai/OLMo-2-0425-1B's config.json, scaled down in width and depth only (2048 wide, 16 layers of 16
+# heads / 16 kv heads of 128, d_ff 8192 -> 64 wide, 2 layers of 4 heads / 4 kv heads of 16, d_ff 256):
+# its vocabulary, untied head, rotary base and context kept
+OLMO2_1B = {
+    "architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 100257,
+    "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 256,
+    "max_position_embeddings": 4096, "model_type": "olmo2", "num_attention_heads": 4, "num_hidden_layers": 2,
+    "num_key_value_heads": 4, "pad_token_id": 100277, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32", "use_cache": True,
+    "vocab_size": 100352,
+}
 
 def tiny_olmo2(**config):
     """3 layers, 4 heads / 2 kv heads of 16: the k norm is narrower than the q norm."""
@@ -63,6 +76,21 @@ def test_olmo2_attention_bias_is_refused():
 def test_olmo2_folder_gives_the_hf_logits(tmp_path):
     """model.init_from=DIR: a save_pretrained folder through the shared reader."""
     check_folder(tmp_path, tiny_olmo2(), OLMO2)
+
+
+def test_olmo2_cached_decoding_equals_recomputation_and_transformers_generate():
+    hf = tiny_olmo2()
+    check_generation(hf, from_transformers(hf).eval(), 97)
+
+
+@torch.no_grad()
+def test_olmo2_1b_layout_folder_gives_the_hf_logits(tmp_path):
+    """The released OLMo-2-0425-1B config.json (scaled down in width and depth), written by save_pretrained."""
+    hf = randomise(transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**OLMO2_1B)).eval())
+    assert_untied(hf)
+    net = check_folder(tmp_path, hf, OLMO2).hparams.net
+    assert (net["tie_embeddings"], net["rotary_base"], net["context"], net["block"]["n_kv_heads"]) == \
+        (False, 5e5, 4096, 4)
 
 
 def test_olmo2_round_trips_through_the_export():

@@ -1,5 +1,6 @@
 """The Qwen2 preset: exact against Hugging Face (q/k/v biases, per-layer sliding window, padding),
-read from a folder (``model.init_from=DIR``) and exported back (``zoo export``)."""
+cached decoding against recomputation and transformers' greedy ``generate``, read from a folder
+(``model.init_from=DIR``, the released Qwen2.5-0.5B layout too) and exported back (``zoo export``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_folder, check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_generation, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
@@ -16,6 +17,17 @@ from zoo.convert.qwen2 import QWEN2, from_transformers  # noqa: E402
 from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
 
 WINDOW = 8
+# Qwen/Qwen2.5-0.5B's config.json (a Qwen2ForCausalLM), scaled down in width and depth only (896 wide,
+# 24 layers of 14 heads / 2 kv heads of 64, d_ff 4864 -> 64 wide, 2 layers of 4 heads / 2 kv heads of
+# 16, d_ff 176): its vocabulary, tied head, rotary base and context kept; no layer slides
+QWEN25_0_5B = {
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+    "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 176,
+    "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 4,
+    "num_hidden_layers": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936,
+}
 
 
 def tiny_qwen2(sliding: bool = True, **config):
@@ -78,6 +90,22 @@ def test_qwen2_folder_gives_the_hf_logits(tmp_path):
     model = check_folder(tmp_path, tiny_qwen2(), QWEN2)
     assert model.net.stack.layer_masks == [CausalMask(), LocalMask(WINDOW, causal=True), LocalMask(WINDOW, causal=True)]
     assert model.hparams.net["mask"]["_target_"] == "zoo.nn.masks.PerLayer"
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+def test_qwen2_cached_decoding_equals_recomputation_and_transformers_generate(sliding):
+    """21 tokens: past the window of the sliding layers, whose cache then keeps only the window."""
+    hf = tiny_qwen2(sliding)
+    check_generation(hf, from_transformers(hf).eval(), 97)
+
+
+@torch.no_grad()
+def test_qwen2_5_0_5b_layout_folder_gives_the_hf_logits(tmp_path):
+    """The released Qwen2.5-0.5B config.json (scaled down in width and depth), written by save_pretrained."""
+    hf = randomise(transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**QWEN25_0_5B)).eval())
+    net = check_folder(tmp_path, hf, QWEN2).hparams.net
+    assert (net["tie_embeddings"], net["rotary_base"], net["context"], net["mask"]["_target_"]) == \
+        (True, 1e6, 32768, "zoo.nn.masks.CausalMask")
 
 
 @pytest.mark.parametrize("sliding", [True, False])

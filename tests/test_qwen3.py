@@ -1,5 +1,7 @@
 """The Qwen3 preset: exact against Hugging Face (per-head q/k norms, a head_dim of its own, per-layer
-sliding window, padding), read from a folder (``model.init_from=DIR``) and exported back (``zoo export``)."""
+sliding window, padding), cached decoding against recomputation and transformers' greedy ``generate``,
+read from a folder (``model.init_from=DIR``, the released Qwen3-0.6B layout too) and exported back
+(``zoo export``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from decoder_family import check_folder, check_round_trip, check_zoo_export  # noqa: E402
+from decoder_family import check_folder, check_generation, check_round_trip, check_zoo_export  # noqa: E402
 from exactness import assert_matches, assert_untied, randomise  # noqa: E402
 from text_batches import padded_tokens  # noqa: E402
 from zoo.convert.common import compose_config  # noqa: E402
@@ -16,6 +18,17 @@ from zoo.convert.qwen3 import QWEN3, from_transformers  # noqa: E402
 from zoo.nn.masks import CausalMask, LocalMask  # noqa: E402
 
 WINDOW, HEAD_DIM = 8, 24  # 4 heads of 24 in 64 wide: head_dim is not d_model / n_heads, as in Qwen3-0.6B
+# Qwen/Qwen3-0.6B's config.json, scaled down in width and depth only (1024 wide, 28 layers of 16 heads
+# / 8 kv heads of 128, d_ff 3072 -> 64 wide, 2 layers of 4 heads / 2 kv heads of 32, d_ff 192): heads
+# wider than hidden_size / heads as there, its vocabulary, tied head, rotary base and context kept
+QWEN3_0_6B = {
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "head_dim": 32, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+    "intermediate_size": 192, "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+}
 
 
 def tiny_qwen3(sliding: bool = True, **config):
@@ -62,6 +75,21 @@ def test_qwen3_folder_gives_the_hf_logits(tmp_path):
     model = check_folder(tmp_path, tiny_qwen3(), QWEN3)
     assert model.net.stack.layer_masks == [CausalMask(), LocalMask(WINDOW, causal=True), LocalMask(WINDOW, causal=True)]
     assert model.hparams.net["block"]["head_dim"] == HEAD_DIM
+
+
+@pytest.mark.parametrize("sliding", [True, False])
+def test_qwen3_cached_decoding_equals_recomputation_and_transformers_generate(sliding):
+    hf = tiny_qwen3(sliding)
+    check_generation(hf, from_transformers(hf).eval(), 97)
+
+
+@torch.no_grad()
+def test_qwen3_0_6b_layout_folder_gives_the_hf_logits(tmp_path):
+    """The released Qwen3-0.6B config.json (scaled down in width and depth), written by save_pretrained."""
+    hf = randomise(transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**QWEN3_0_6B)).eval())
+    net = check_folder(tmp_path, hf, QWEN3).hparams.net
+    assert (net["block"]["head_dim"], net["tie_embeddings"], net["rotary_base"], net["context"]) == \
+        (32, True, 1e6, 40960)
 
 
 @pytest.mark.parametrize("sliding", [True, False])

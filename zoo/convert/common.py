@@ -80,7 +80,8 @@ class FolderWeights(dict):
 
     Converters rename and split the tensors (views share their storage), so a folder tensor is
     known again by its storage; ``left_out`` holds the storages a converter leaves out on purpose
-    (:func:`leave_out`). Every folder read stays findable while its tensors are alive (``_READ``)."""
+    (:func:`leave_out`) or reads through a copy (:func:`copied_from`). Every folder read stays
+    findable while its tensors are alive (``_READ``)."""
 
     def __init__(self, folder: Path, config: dict[str, Any] | None = None):
         super().__init__()
@@ -125,6 +126,15 @@ def leave_out(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
         if name.startswith(prefix) and (origin := _origin(value)):
             origin[0].left_out.add(_storage(value))
     return {k: v for k, v in state.items() if not k.startswith(prefix)}
+
+
+def copied_from(tensor: Tensor) -> Tensor:
+    """``tensor``, a folder tensor the converter reads through a copy (its rows regrouped, not a
+    view: GPT-NeoX's per-head query, key and value rows), counted as used: :func:`load_mapped`
+    accepts it without finding its storage among the loaded weights."""
+    if origin := _origin(tensor):
+        origin[0].left_out.add(_storage(tensor))
+    return tensor
 
 
 def _weights_file(file: Path) -> dict[str, Tensor]:

@@ -49,7 +49,8 @@ NORM_NAMES = {"layernorm": "LN", "rmsnorm": "RMSNorm", "rmsnorm_1p": "RMSNorm(1+
 
 def _block_preset(cfg) -> str:
     """Where the Block's norms sit and which (pre / post / output: on the sublayer's output, or both),
-    its query-key norm, soft-capping and mixture of experts where set, and the feed-forward's activation."""
+    its query-key norm, soft-capping, parallel sublayers and mixture of experts where set, and the
+    feed-forward's activation."""
     b = cfg.net.block
     where = "pre" if b.prenorm else "post"
     if b.get("output_norm"):
@@ -59,6 +60,8 @@ def _block_preset(cfg) -> str:
         parts.append(f"qk-norm ({b.qk_norm})")
     if b.get("attn_softcap"):
         parts.append(f"softcap {b.attn_softcap:g}")
+    if b.get("parallel"):
+        parts.append("parallel")
     if b.get("n_experts"):
         parts.append(f"{b.n_experts} experts, top-{b.top_k}")
     return ", ".join([*parts, ("gated " if b.gated else "") + b.activation])

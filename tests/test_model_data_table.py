@@ -14,7 +14,7 @@ from omegaconf import open_dict
 from bert_wikitext_files import write_wikitext
 from conftest import ROOT, write_shakespeare
 from zoo.convert.common import compose_config
-from zoo.data.batches import PaddedTokens, SequencePairs, TokenWindows
+from zoo.data.batches import AudioText, PaddedTokens, SequencePairs, TokenWindows, WaveText
 from zoo.train.compat import batch_type, choices, configs, model_data_table, shared_types
 
 MARKER = "<!-- model-data-table -->"
@@ -58,10 +58,18 @@ def test_text_models_read_the_batch_type_they_need(model, data, expected):
     assert batch_type(*_pair(model, data), model, data) is expected
 
 
+@pytest.mark.parametrize("model, expected", [("whisper", AudioText), ("wav2vec2", WaveText)])
+@pytest.mark.parametrize("data", ["fsdd", "librispeech", "yesno"])
+def test_speech_models_read_the_batch_type_they_need(model, data, expected):
+    """One speech corpus, the batch kind each model reads: log-mel for Whisper, raw audio for CTC."""
+    assert batch_type(*_pair(model, data), model, data) is expected
+
+
 @pytest.mark.parametrize("model, data, reads, yields", [
     ("vit", "tinyshakespeare", "ImageLabels", "TokenWindows or PaddedTokens"),
     ("whisper", "cifar10", "AudioText", "ImageLabels"),
-    ("bert", "fsdd", "PaddedTokens", "AudioText"),
+    ("bert", "fsdd", "PaddedTokens", "AudioText or WaveText"),
+    ("wav2vec2", "cifar10", "WaveText", "ImageLabels"),
     ("transformer", "wikitext", "SequencePairs", "PaddedTokens or TokenWindows"),  # no span corruption configured
     ("vit", "moving_shapes", "ImageLabels", "VideoClips"),
     ("vivit", "cifar10", "VideoClips", "ImageLabels"),
@@ -109,6 +117,8 @@ MODELS: dict[str, list[str]] = {
     "vitdet": ["model.net.n_layers=3", *TINY_BLOCK],
     "roberta": TINY_LM,
     "distilbert": TINY_LM,
+    "wav2vec2": ["model.net.n_layers=1", *TINY_BLOCK, "model.net.embedder.conv_dim=[8,8,8]",
+                 "model.net.embedder.n_conv_pos=4", "model.net.embedder.conv_pos_groups=2"],
 }
 
 

@@ -1,4 +1,5 @@
-"""Audio in: reading a file into a 16 kHz waveform, and Whisper's log-mel spectrogram.
+"""Audio in: reading a file into a 16 kHz waveform, Whisper's log-mel spectrogram, and the
+waveform normalisation the raw-audio encoders read (wav2vec 2.0, HuBERT).
 
 Reading goes through ``soundfile`` (WAV/FLAC without FFmpeg); resampling and the
 mel filterbank through ``torchaudio``. The spectrogram is Whisper's exactly
@@ -67,6 +68,13 @@ def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> Tensor:
     if not torch.isfinite(wave).all():
         raise BadAudioError(f"audio file {path} contains NaN or infinite samples")
     return resample(wave, rate, sample_rate)
+
+
+def normalise_wave(wave: Tensor, eps: float = 1e-7) -> Tensor:
+    """One utterance (T,) -> zero mean and unit variance, as ``Wav2Vec2FeatureExtractor`` with
+    ``do_normalize`` computes it (population variance plus ``eps`` under the root): the input of
+    every raw-audio encoder's run and transcription, normalised before any padding is added."""
+    return (wave - wave.mean()) / torch.sqrt(wave.var(unbiased=False) + eps)
 
 
 class LogMel(nn.Module):

@@ -1,6 +1,8 @@
 """What every speech-recognition data module shares: (waveform, transcript) examples ->
-Whisper log-mel features + token ids, SpecAugment, padding into sequence-to-sequence
-batches, the transcript tokenizer, and the handling of bad or too-long audio.
+the model's input + token ids, padded into the batch kind the model reads: Whisper's log-mel
+features with start / end tokens (:class:`AudioText`, with SpecAugment), or the normalised raw
+waveform with CTC targets (:class:`WaveText`: wav2vec 2.0, HuBERT); the transcript tokenizer,
+and the handling of bad or too-long audio.
 
 A subclass says where its examples come from (:meth:`SpeechDataModule.make_splits`);
 everything after the waveform is here, so that every corpus is cut the same way.
@@ -22,9 +24,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
-from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio
+from zoo.data.audio import N_MELS, SAMPLE_RATE, BadAudioError, LogMel, load_audio, normalise_wave
 from zoo.data.base import ZooDataModule
-from zoo.data.batches import IGNORE, AudioText
+from zoo.data.batches import IGNORE, AudioText, WaveText
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, train_bpe
 from zoo.nn.embedders import AudioEmbedder
 
@@ -92,21 +94,23 @@ class SpecAugment(nn.Module):
 
 
 class SpeechExamples(Dataset):
-    """Item i -> (log-mel (80, F), token ids, transcript), or None for a bad file when
+    """Item i -> (the model's input, token ids, transcript), or None for a bad file when
     ``skip_bad_files`` (the collate drops it, after a logged warning).
 
-    Audio longer than ``max_samples`` is cropped with a warning (``long_audio="crop"``)
-    or refused (``"error"``), so it never overflows the encoder's positions. With ``pad``, every
-    utterance is zero-padded to ``max_samples`` first, as Whisper's input is (:class:`LogMel`).
+    ``inputs`` makes the model's input of the 16 kHz waveform (T,): by default the log-mel of the
+    utterance's own frames (80, F); the data module passes Whisper's padded window and SpecAugment,
+    or the normalised waveform (T,) of a raw-audio encoder. Audio longer than ``max_samples`` is
+    cropped with a warning (``long_audio="crop"``) or refused (``"error"``), so it never overflows
+    the encoder's positions.
     """
 
     def __init__(self, examples: Sequence[Example], tokenizer, max_samples: int, long_audio: str = "crop",
-                 skip_bad_files: bool = False, augment: nn.Module | None = None, pad: bool = False):
+                 skip_bad_files: bool = False, inputs: Callable[[Tensor], Tensor] | None = None):
         if long_audio not in ("crop", "error"):
             raise ValueError(f"data.long_audio={long_audio!r}: expected 'crop' or 'error'")
         self.examples, self.tokenizer, self.max_samples = examples, tokenizer, max_samples
-        self.long_audio, self.skip_bad_files, self.augment = long_audio, skip_bad_files, augment
-        self.log_mel = LogMel(window=max_samples if pad else None)
+        self.long_audio, self.skip_bad_files = long_audio, skip_bad_files
+        self.inputs = inputs or LogMel()
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -128,10 +132,7 @@ class SpeechExamples(Dataset):
             log.warning("%s is %s long: cropped to data.max_seconds=%.1f", example.name, seconds,
                         self.max_samples / SAMPLE_RATE)
             wave = wave[: self.max_samples]
-        features = self.log_mel(wave)
-        if self.augment is not None:
-            features = self.augment(features)
-        return features, torch.tensor(self.tokenizer.encode(example.text), dtype=torch.long), example.text
+        return self.inputs(wave), torch.tensor(self.tokenizer.encode(example.text), dtype=torch.long), example.text
 
 
 def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id: int, pad_id: int) -> AudioText:
@@ -156,8 +157,24 @@ def collate(items: list[tuple[Tensor, Tensor, str] | None], bos_id: int, eos_id:
     return AudioText(source, source_padding, target_in, target_out, list(texts))
 
 
+def collate_waves(items: list[tuple[Tensor, Tensor, str] | None]) -> WaveText:
+    """Pad a list of examples into a :class:`WaveText` batch: waves (B, T) normalised samples,
+    zero-padded; wave_padding (B, T) True at real samples; labels (B, S) the transcripts' ids,
+    IGNORE at padding (CTC's targets: no start or end token); references: the transcripts."""
+    items = [item for item in items if item is not None]
+    if not items:
+        raise BadAudioError("every audio file of this batch was bad and skipped")
+    waves, ids, texts = zip(*items)
+    lengths = torch.tensor([len(w) for w in waves])
+    wave_padding = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]
+    return WaveText(pad_sequence(list(waves), batch_first=True), wave_padding,
+                    pad_sequence(list(ids), batch_first=True, padding_value=IGNORE), list(texts))
+
+
 class SpeechDataModule(ZooDataModule):
-    """Base of the speech-recognition data modules (:class:`AudioText` batches).
+    """Base of the speech-recognition data modules: :class:`AudioText` batches (log-mel features,
+    Whisper) or :class:`WaveText` batches (normalised raw audio and CTC targets, wav2vec 2.0), as
+    the model reads (:meth:`serve`).
 
     Args (besides :class:`ZooDataModule`'s):
         tokenizer: ``char`` (one token per character of the transcripts) or ``bpe`` (a BPE
@@ -170,7 +187,7 @@ class SpeechDataModule(ZooDataModule):
             export's ASR pipeline (``WhisperFeatureExtractor``) then reads what the run read.
         skip_bad_files: skip unreadable / empty files with a logged warning instead of
             stopping with an error that names the file.
-        spec_augment: SpecAugment settings for the training split (None = off).
+        spec_augment: SpecAugment settings for the training split's log-mel features (None = off).
         lowercase: lower-case the transcripts (LibriSpeech and LJSpeech are upper / mixed case).
         tokenizer_from: fine-tuning: the checkpoint the run starts from (a zoo ``.ckpt`` or a
             Hugging Face Whisper folder); its tokenizer replaces ``tokenizer``, so the ids mean
@@ -179,7 +196,7 @@ class SpeechDataModule(ZooDataModule):
             model learns transcripts as start, text, end.
     """
 
-    yields = (AudioText,)
+    yields = (AudioText, WaveText)
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, tokenizer: str = "char",
                  bpe_vocab_size: int = 256, max_seconds: float = 30.0, long_audio: str = "crop",
@@ -213,6 +230,9 @@ class SpeechDataModule(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        if self.batch_type is WaveText and (self.pad_audio or self.spec_augment):
+            raise ValueError("data.pad_audio and data.spec_augment act on log-mel features, but this model reads "
+                             "raw audio (WaveText): set data.pad_audio=false data.spec_augment=null")
         self.splits = self.make_splits()
         empty = [name for name, examples in self.splits.items() if len(examples) == 0]
         if empty:
@@ -235,9 +255,16 @@ class SpeechDataModule(ZooDataModule):
         return train_bpe(texts, self.bpe_vocab_size, cache, BPE_SPECIALS)
 
     def dataset(self, split: str) -> SpeechExamples:
-        augment = SpecAugment(**self.spec_augment) if split == "train" and self.spec_augment else None
+        if self.batch_type is WaveText:
+            inputs = normalise_wave
+        else:
+            inputs = LogMel(window=self.max_samples if self.pad_audio else None)
+            if split == "train" and self.spec_augment:
+                inputs = nn.Sequential(inputs, SpecAugment(**self.spec_augment))
         return SpeechExamples(self.splits[split], self.tokenizer, self.max_samples, self.long_audio,
-                              self.skip_bad_files, augment, self.pad_audio)
+                              self.skip_bad_files, inputs)
 
-    def collate_fn(self) -> partial:
+    def collate_fn(self) -> Callable:
+        if self.batch_type is WaveText:
+            return collate_waves
         return partial(collate, bos_id=self.dims["bos_id"], eos_id=self.dims["eos_id"], pad_id=self.dims["pad_id"])

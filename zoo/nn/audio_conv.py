@@ -118,6 +118,12 @@ class WaveEmbedder(nn.Module):
             n_samples = (n_samples - k) // s + 1
         return n_samples
 
+    def samples_for(self, n_positions: int) -> int:
+        """The fewest samples that make ``n_positions`` vectors (the inverse of :meth:`positions_for`)."""
+        for k, s in zip(reversed(self.kernels), reversed(self.strides)):
+            n_positions = (n_positions - 1) * s + k
+        return n_positions
+
     def output_padding(self, sample_padding: Tensor) -> Tensor:
         """sample_padding (B, T) True at real samples (right-padded) -> (B, positions_for(T)) True
         at the vectors of the real samples (the reference's feature-vector attention mask)."""

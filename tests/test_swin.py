@@ -69,7 +69,7 @@ def test_released_layout_folder_reads_with_init_from_and_exports_back(tmp_path):
     hf = randomise(SwinForImageClassification(SwinConfig(**RELEASED)).eval())
     hf.save_pretrained(tmp_path / "hf")
     model = saved_checkpoint(tmp_path / "swin.ckpt", "swin", VIT_DIMS, f"model.init_from={tmp_path / 'hf'}")
-    assert (model.hparams.net["depths"], model.hparams.net["head"]["d_model"]) == ([2, 2], 48)
+    assert (model.hparams.net["depths"], model.net.head.proj.in_features) == ([2, 2], 48)  # 24 * 2 wide at the end
     images = torch.randn(2, 3, 32, 32)
     assert_matches(model.net(images), hf(pixel_values=images).logits, what="Swin logits from model.init_from")
     assert export(tmp_path / "swin.ckpt", tmp_path / "out")[0] == "SwinForImageClassification"

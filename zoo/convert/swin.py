@@ -46,7 +46,6 @@ def swin_shape(config: dict[str, Any]) -> dict[str, Any]:
         "embedder.image_size": config["image_size"], "embedder.patch_size": config["patch_size"],
         "embedder.channels": config.get("num_channels", 3), "embedder.d_model": d,
         "embedder.norm_eps": EMBEDDINGS_EPS, "embedder.dropout": dropout,
-        "head.d_model": d * 2 ** (len(depths) - 1),
         "head.num_classes": len(config.get("id2label") or {0: 0, 1: 1}),  # transformers' default: 2 labels
     }
 

@@ -13,7 +13,7 @@ mask pictures and the FLOPs count go through them as through any other container
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from torch import Tensor, nn
@@ -45,13 +45,14 @@ class Staged(nn.Module):
         depths: the Blocks of each stage.
         heads: the heads of each stage.
         window: the windows' side, in patches (Swin's ``window_size``).
-        head: (B, L, D_last) -> outputs (``ClassifierHead`` on the mean).
+        head: builds the head from the last stage's width, ``head(d_model=D_last)`` (a Hydra
+            ``_partial_``: only the container knows that width); (B, L, D_last) -> outputs.
         final_norm: a norm after the last stage.
         init_std: std of the normal initialisation.
     """
 
     def __init__(self, embedder: nn.Module, block: BlockConfig, depths: Sequence[int], heads: Sequence[int],
-                 window: int, head: nn.Module, final_norm: bool = True, init_std: float = 0.02):
+                 window: int, head: Callable[..., nn.Module], final_norm: bool = True, init_std: float = 0.02):
         super().__init__()
         if len(depths) != len(heads):
             raise ValueError(f"depths={list(depths)} and heads={list(heads)}: give one number of heads per stage")
@@ -67,10 +68,10 @@ class Staged(nn.Module):
                                    for j in range(depth))
             stages.append(Tower(embedder, cfg, depth, PerLayer(masks[: 1 + bool(shift)]), f"stage{i + 1}",
                                 final_norm=final_norm and i == len(depths) - 1, bias=biases))
-        self.stages, self.head = nn.ModuleList(stages), head
+        self.stages, self.head = nn.ModuleList(stages), head(d_model=stages[-1].stack.blocks[0].attn.out.out_features)
         self.context = stages[0].embedder.output_length(None)  # the positions of the first stage
         self.n_layers = sum(depths)
-        init_weights([self.stages, head], init_std, self.n_layers)
+        init_weights([self.stages, self.head], init_std, self.n_layers)
 
     @property
     def towers(self) -> dict[str, Tower]:

@@ -20,7 +20,8 @@ CHOICES = {
     "embedder": ("zoo.nn.embedders.", "zoo.nn.multimodal.", "zoo.nn.detection.", "zoo.nn.audio_conv."),
     "head": ("zoo.nn.heads.", "zoo.nn.detection.", "torch.nn.Identity"),
 }
-CONTAINERS = {"zoo.models.model.Model", "zoo.models.encoder_decoder.EncoderDecoder"}
+CONTAINERS = {"zoo.models.model.Model", "zoo.models.encoder_decoder.EncoderDecoder", "zoo.models.staged.Staged"}
+FIXED_MASKS = ("EncoderDecoder", "Staged")  # containers whose masks they build themselves
 
 
 def parent(model: str) -> str:
@@ -55,9 +56,9 @@ def test_each_choice_is_one_of_the_zoos_masks_embedders_and_heads(model):
     assert grouped["container"]["_target_"] in CONTAINERS
     for axis, modules in CHOICES.items():
         targets = [v for k, v in grouped[axis].items() if k.count(".") == 1 and k.endswith("._target_")]
-        if axis == "mask" and grouped["container"]["_target_"].endswith("EncoderDecoder"):
-            assert not targets  # fixed by the container: the encoder's padding, the decoder's causal mask
-            continue
+        if axis == "mask" and grouped["container"]["_target_"].endswith(FIXED_MASKS):
+            assert not targets  # fixed by the container: the encoder's padding, the decoder's causal mask; each
+            continue            # stage's shifted windows over its own grid (Staged: its window, an int)
         assert targets, f"model={model} chooses no {axis}"
         assert all(t.startswith(modules) for t in targets), (axis, targets)
 

@@ -82,6 +82,8 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.positions.SinusoidalPositions",
     "zoo.nn.positions.RotaryEmbedding",
     "zoo.nn.relative_bias.RelativePositionBias",
+    "zoo.nn.relative_bias.relative_biases",
+    "zoo.models.staged.Staged",
     "zoo.nn.vision_towers.VisionTower",
     "zoo.nn.vision_towers.TimmVisionTower",
     "zoo.data.span_corruption.SpanCorruption",

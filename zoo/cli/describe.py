@@ -72,6 +72,7 @@ def _positions(net: torch.nn.Module) -> str:
     for m in net.modules():
         kind = {"LearnedPositions": "learned", "SinusoidalPositions": "sinusoidal",
                 "RotaryEmbedding": "rotary", "RelativePositionBias": "relative bias",
+                "WindowRelativeBias": "2-D relative bias",
                 "ALiBi": "alibi"}.get(_name(m))
         if kind and kind not in kinds:
             kinds.append(kind)

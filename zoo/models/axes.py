@@ -30,6 +30,8 @@ _AXIS_OF_TOP = {
     "_target_": "container", "n_layers": "container", "n_encoder_layers": "container", "n_decoder_layers": "container",
     "context": "container", "final_norm": "container", "first_attn_norm": "container",
     "attention_backend": "container", "init_std": "container",
+    # a staged hierarchy's (Swin's) stages: their depths and heads, and the side of their windows
+    "depths": "container", "heads": "container", "window": "mask",
 }
 
 

@@ -58,7 +58,8 @@ class Model(Tower):
         rotary_fraction: the part of each head that rotates (GPT-NeoX's ``rotary_pct``: 0.25 in
             Pythia); the rest of the head carries no position.
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``,
-            shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``).
+            shared by all layers (T5's relative position bias, ``zoo.nn.relative_bias``), or one per
+            layer in an ``nn.ModuleList`` (BEiT's: ``zoo.nn.relative_bias.relative_biases``).
         context: the longest sequence the model accepts.
         init_std: std of the normal initialisation.
         attention_backend: ``sdpa`` (dense mask), ``blocks`` or ``flex`` (skip the key blocks the

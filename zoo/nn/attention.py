@@ -164,6 +164,8 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.cross
         else:
             source = context.memory if cross else x
+            if context.zero_keys:  # a grid padded to whole windows (Swin): the padding reads as zero vectors
+                source = torch.cat([source, source.new_zeros(source.shape[0], context.zero_keys, source.shape[2])], 1)
             k = self._normed_heads(self.k(source), self.n_kv_heads, self.k_norm)
             v = self._heads(self.v(source), self.n_kv_heads)
             if context.rope is not None:

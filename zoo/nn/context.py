@@ -51,6 +51,8 @@ class AttentionContext:
         key_padding: (B, Lk) True at real keys, beside a ``plan``.
         mask: the mask (``zoo.nn.masks``) the plan came from: the inspection path (attention
             maps) builds the dense mask from it.
+        zero_keys: keys of a zero input the attention appends after the real ones, whose columns
+            ``attn_mask`` has (a grid padded to whole windows: ``zoo.nn.windows``).
     """
 
     attn_mask: Tensor | None = None
@@ -61,6 +63,7 @@ class AttentionContext:
     plan: list[QueryBlock] | Band | BlockMask | None = None
     key_padding: Tensor | None = None
     mask: Mask | None = None
+    zero_keys: int = 0
 
     @classmethod
     def build(cls, mask: Mask, q_len: int, k_len: int, device: torch.device, key_padding: Tensor | None = None,
@@ -75,10 +78,13 @@ class AttentionContext:
             backend_plan = (plan(mask, q_len, k_len, device, mask.attention_block) if backend == "blocks"
                             else block_mask(mask, q_len, k_len, device, key_padding))
             return cls(rope=rope, cross=cross, plan=backend_plan, key_padding=key_padding, mask=mask)
-        attn_mask, is_causal = mask(q_len, k_len, device, key_padding, prefix_len)
+        zero = mask.zero_keys  # the padding's keys, after the real ones: never hidden as padding
+        if zero and key_padding is not None:
+            key_padding = torch.nn.functional.pad(key_padding, (0, zero), value=True)
+        attn_mask, is_causal = mask(q_len, k_len + zero, device, key_padding, prefix_len)
         if bias is not None:
-            attn_mask, is_causal = fold_into_bias(bias, attn_mask, is_causal, q_len, k_len), False
-        return cls(attn_mask, is_causal, rope, cross=cross)
+            attn_mask, is_causal = fold_into_bias(bias, attn_mask, is_causal, q_len, k_len + zero), False
+        return cls(attn_mask, is_causal, rope, cross=cross, zero_keys=zero)
 
     def dense(self, q_len: int, k_len: int, device: torch.device) -> tuple[Tensor | None, bool]:
         """(attn_mask, is_causal) of the dense path, also for a context built for another backend."""

@@ -145,7 +145,8 @@ class PatchEmbedder(nn.Module):
     registers) are learned tokens without positions, put after the tokens that have them.
     ``interpolate`` (``zoo.nn.positions.RESAMPLING``): images of another size than
     ``image_size`` are taken, the patch positions resampled to their grid (DINOv2); None: the
-    one size ``image_size`` only.
+    one size ``image_size`` only. ``absolute_positions=False``: no position table (BEiT's
+    positions are a relative bias inside attention, ``zoo.nn.relative_bias``).
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class PatchEmbedder(nn.Module):
         distillation_token: bool = False,
         registers: int = 0,
         interpolate: str | None = None,
+        absolute_positions: bool = True,
     ):
         super().__init__()
         if image_size % patch_size:
@@ -176,7 +178,7 @@ class PatchEmbedder(nn.Module):
         self.registers = nn.Parameter(torch.zeros(1, registers, d_model)) if registers else None
         self.n_positioned = int(cls_token) + int(distillation_token)  # the tokens before the patches with positions
         self.prefix_tokens = self.n_positioned + registers  # every vector before the patches
-        self.positions = LearnedPositions(self.n_patches + self.n_positioned, d_model)
+        self.positions = LearnedPositions(self.n_patches + self.n_positioned, d_model) if absolute_positions else None
         self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
 
@@ -217,7 +219,9 @@ class PatchEmbedder(nn.Module):
         grid = self.grid(images)
         x = self.patchify(images).flatten(2).transpose(1, 2)
         tokens = [t.expand(x.shape[0], -1, -1) for t in (self.cls, self.distillation) if t is not None]
-        x = (torch.cat([*tokens, x], dim=1) if tokens else x) + self._positions(grid)  # a lone patch tensor keeps its layout (and rounding)
+        x = torch.cat([*tokens, x], dim=1) if tokens else x  # a lone patch tensor keeps its layout (and rounding)
+        if self.positions is not None:
+            x = x + self._positions(grid)
         if self.registers is not None:
             x = torch.cat([x[:, : self.n_positioned], self.registers.expand(x.shape[0], -1, -1),
                            x[:, self.n_positioned :]], dim=1)

@@ -79,6 +79,7 @@ class Mask:
     attention_block: int = 128  # the query/key blocks of the block attention backend (zoo.nn.blocked)
     picture_length: int = 8  # positions a picture of the mask needs to show it (zoo.viz.mask_pictures)
     causal = False  # True: no position sees a later one (a tower of such layers is a decoder)
+    zero_keys: int = 0  # keys of a zero input the attention appends after the real ones (Swin's window padding)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -40,8 +40,8 @@ class Stack(nn.Module):
             as it is, with no norm of its own (ModernBERT: its embedder ends in a norm already).
 
     What differs by layer is per-layer data, one entry per layer, each Block built from its
-    own: the masks (``layer_masks``), the rotary tables (:meth:`contexts`), and whether the
-    layer's attention has a norm (``attn_norms``).
+    own: the masks (``layer_masks``), the rotary tables and additive biases (:meth:`contexts`), and
+    whether the layer's attention has a norm (``attn_norms``).
     """
 
     def __init__(self, block: BlockConfig, n_layers: int, mask: Mask | None = None, cross_attention: bool = False,
@@ -99,21 +99,29 @@ class Stack(nn.Module):
 
         key_padding (B, start + length): True at real positions. prefix_len (B,): prefix-LM
         masks. rotary: a rotary table module, or one per layer (``zoo.nn.positions.rotary_tables``:
-        a context per distinct (mask, table) pair then); bias: a module ``(q_len, k_len, start) ->
-        (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias).
-        Both are computed once here and shared by every context.
+        a context per distinct (mask, table, bias) then); bias: a module ``(q_len, k_len, start) ->
+        (1|B, H, q_len, k_len)`` giving an additive bias (T5's relative position bias), or one per
+        layer (``zoo.nn.relative_bias.relative_biases``: BEiT's). Each is computed once here and
+        shared by the contexts that read it.
         """
         k_len = start + length
-        tables = list(rotary) if isinstance(rotary, nn.ModuleList) else [rotary] * len(self.layer_masks)
+        tables, biases = self._per_layer(rotary), self._per_layer(bias)
         ropes = {id(t): None if t is None else t(length, start) for t in tables}
-        bias_table = None if bias is None else bias(length, k_len, start)
+        bias_tables = {id(b): None if b is None else b(length, k_len, start) for b in biases}
         built: dict = {}
-        for mask, table in zip(self.layer_masks, tables):
-            if (mask, id(table)) not in built:
-                built[mask, id(table)] = AttentionContext.build(mask, length, k_len, device, key_padding, prefix_len,
-                                                                bias_table, ropes[id(table)], cross,
-                                                                self.attention_backend)
-        return [built[mask, id(table)] for mask, table in zip(self.layer_masks, tables)]
+        keys = [(mask, id(table), id(b)) for mask, table, b in zip(self.layer_masks, tables, biases)]
+        for key, table, b in zip(keys, tables, biases):
+            if key not in built:
+                built[key] = AttentionContext.build(key[0], length, k_len, device, key_padding, prefix_len,
+                                                    bias_tables[id(b)], ropes[id(table)], cross, self.attention_backend)
+        return [built[key] for key in keys]
+
+    def _per_layer(self, module: nn.Module | None) -> list[nn.Module | None]:
+        """A position module of each layer that runs: ``module`` for all, or its entries (an
+        ``nn.ModuleList``, one per layer of the stack)."""
+        if isinstance(module, nn.ModuleList):
+            return list(module)[: len(self.layer_masks)]  # (a stack read early runs its first layers)
+        return [module] * len(self.layer_masks)
 
     def forward(self, x: Tensor, contexts: list[AttentionContext], cache: KVCache | None = None) -> Tensor:
         """(B, L, D) -> (B, L, D); ``contexts``: one per layer that runs, from :meth:`contexts`."""

@@ -37,7 +37,8 @@ class Tower(nn.Module):
         rope: a rotary table (``zoo.nn.positions.RotaryEmbedding``), applied inside attention,
             or one per layer (``zoo.nn.positions.rotary_tables``).
         bias: an additive attention bias module ``(q_len, k_len, start) -> (1|B, H, Lq, Lk)``
-            (T5's relative position bias), computed once per forward for every layer.
+            (T5's relative position bias), computed once per forward for every layer, or one per
+            layer (an ``nn.ModuleList``: BEiT's relative position biases).
         attention_backend: ``sdpa``, ``blocks`` or ``flex`` (see :class:`~zoo.nn.stack.Stack`).
         first_attn_norm: ``False``: no norm before the first Block's attention (the embedder ends
             in one: ModernBERT).
@@ -115,11 +116,13 @@ def towers_of(net: nn.Module) -> dict[str, Tower]:
 
 
 def outer_towers(net: nn.Module) -> dict[str, Tower]:
-    """The towers of ``net`` that are not inside another tower's embedder (LLaVA: its language
-    tower, not the vision tower feeding it): what the container's ``training_flops`` counts."""
+    """The towers of ``net`` that read its inputs: not inside another tower's embedder (LLaVA: its
+    language tower, not the vision tower feeding it), nor fed by another tower's output (a staged
+    hierarchy's later stages, whose embedder ``reads_tower``): one length each for ``training_flops``."""
     towers = towers_of(net)
     inner = {id(m) for t in towers.values() for m in t.embedder.modules() if isinstance(m, Tower)}
-    return {name: t for name, t in towers.items() if id(t) not in inner}
+    return {name: t for name, t in towers.items()
+            if id(t) not in inner and not getattr(t.embedder, "reads_tower", False)}
 
 
 def drop_unread_layers(net: nn.Module) -> None:

@@ -280,6 +280,9 @@ def attention_maps(objective, ckpt: str | Path, kind: str, given: str, question:
     source = read_input(objective, kind, given)
     if isinstance(objective.net, EncoderDecoder):
         return encoder_decoder_maps(objective, source, out, title, source[0] if kind == "audio" else None)
+    if not hasattr(objective.net, "embedder"):  # a staged hierarchy: each stage's grid is its own
+        raise ValueError(f"attention maps of a {type(objective.net).__name__} net (towers {list(objective.net.towers)}) "
+                         f"are not drawn: its stages attend over grids of their own (maps of one stack only)")
     tokenizer = tokenizer_from_state(objective.hparams.tokenizer) if kind == "text" else None
     positions = objective.net.embedder.describe_positions(source)
     labels = position_labels(positions, tokenizer)

@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from zoo.models.presets import build, model_names  # noqa: E402
 from zoo.nn.embedders import PatchEmbedder, TubeletEmbedder  # noqa: E402
 from zoo.nn.masks import causal_mask  # noqa: E402
+from zoo.nn.merging import PatchMerging  # noqa: E402
 from zoo.plots import save_figure  # noqa: E402
 
 LENGTH, PADDED, PREFIX = 8, 3, 4
@@ -53,8 +54,9 @@ class Panel:
 
 
 def padded_keys(tower) -> int:
-    """Padding in the example of ``tower``: text and audio batches pad, images and clips do not."""
-    return 0 if isinstance(tower.embedder, (PatchEmbedder, TubeletEmbedder)) else PADDED
+    """Padding in the example of ``tower``: text and audio batches pad, images, clips and the later
+    stages of a staged hierarchy (over an image's patches) do not."""
+    return 0 if isinstance(tower.embedder, (PatchEmbedder, TubeletEmbedder, PatchMerging)) else PADDED
 
 
 def tower_panels(tower, title: str = "{}") -> list[Panel]:

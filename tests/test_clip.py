@@ -61,3 +61,50 @@ def test_export_round_trip():
     hf = tiny(eos=5)
     check_round_trip(hf, clip, "clip", clip.clip_shape,
                      {"vocab_size": 99, "eos_id": 5, "class_names": [], "class_prompts": []})
+
+
+# --- training, the zero-shot test pass, zoo classify -------------------------------------------
+
+TINY = ["model.net.n_layers=1", "model.net.block.d_model=32", "model.net.vision.n_layers=1",
+        "model.net.vision.block.d_model=32", "model.net.vision.embedder.patch_size=8", "model.net.vision.context=17"]
+
+
+def test_clip_trains_on_cifar10_captions_tests_zero_shot_and_classifies(tmp_path):
+    from PIL import Image
+
+    from test_bad_input_data import cifar10_folder
+    from test_llava import run_config
+    from zoo.cli.commands import call
+    from zoo.data.images import to_tensor
+    from zoo.inference.classifying import ZeroShot
+    from zoo.train.run import train
+
+    data = cifar10_folder(tmp_path / "data")
+    cfg = run_config(tmp_path, ["model=clip", "data=cifar10_captions", f"paths.data_dir={data}",
+                                "trainer.max_steps=3", *TINY])
+    metrics = train(cfg)
+    assert {"test/loss", "test/retrieval_acc", "test/zero_shot_acc"} <= set(metrics)
+    ckpt = tmp_path / "checkpoints" / "last.ckpt"
+    zero_shot = ZeroShot(ckpt)
+    objective = zero_shot.objective
+    assert objective.hparams.class_names == ["airplane", "cat", "dog"]
+    # the test pass's zero-shot accuracy, recomputed image by image from the checkpoint
+    test_dir = data / "cifar10" / "test"
+    images = [(path, k) for k, name in enumerate(objective.hparams.class_names)
+              for path in sorted((test_dir / name).glob("*.jpg"))]
+    with torch.no_grad():
+        pixels = torch.stack([to_tensor(Image.open(p).convert("RGB"), 32) for p, _ in images])
+        logits = objective.net.similarity(objective.net.encode_image(pixels),
+                                          objective.class_vectors(objective.hparams.class_prompts))
+    right = (logits.argmax(-1) == torch.tensor([k for _, k in images])).float().mean().item()
+    assert metrics["test/zero_shot_acc"] == pytest.approx(right, abs=1e-6)
+    # zoo classify: "a photo of a {label}" for each label, the softmax over them
+    image = images[0][0]
+    scored = call("classify", [f"ckpt={ckpt}", f"image={image}", "labels=[cat, dog]"])
+    assert sorted(label for label, _ in scored) == ["cat", "dog"] and sum(s for _, s in scored) == pytest.approx(1.0)
+    with torch.no_grad():
+        expected = objective.net.similarity(objective.net.encode_image(pixels[:1]), objective.class_vectors(
+            ["a photo of a cat", "a photo of a dog"]))[0].softmax(-1)
+    assert dict(scored) == pytest.approx({"cat": expected[0].item(), "dog": expected[1].item()}, abs=1e-6)
+    with pytest.raises(ValueError, match=r"words not in the vocabulary .*\['zebra'\]"):
+        call("classify", [f"ckpt={ckpt}", f"image={image}", "labels=[cat, zebra]"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from zoo.data.image_text import Example, ImageTextData
+from zoo.data.image_text import CAPTIONS, Example, ImageTextData
 from zoo.data.images import load_image
 from zoo.data.tokenizers import WordTokenizer
 
@@ -21,6 +21,8 @@ def caption(name: str) -> str:
 
 
 class Cifar10Captions(ImageTextData):
+    yields = CAPTIONS  # LLaVA items, or (image, caption) pairs for CLIP / SigLIP
+
     def setup(self, stage: str | None = None) -> None:
         if self.examples:
             return

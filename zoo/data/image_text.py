@@ -108,13 +108,17 @@ def collate_captions(items: list[dict[str, Tensor]], pad_id: int = 0) -> ImageCa
                          torch.stack([it["labels"] for it in items]))
 
 
+CAPTIONS = (ImageText, ImageCaptions)  # what a data set of captions yields
+
+
 class ImageTextData(ZooDataModule):
     """Base data module for (image, prompt, answer) data sets.
 
     Subclasses fill ``self.examples[split]`` (lists of :class:`Example`) and
     ``self.tokenizer`` (the data's own vocabulary) in ``setup``, then call
-    :meth:`_set_tokenizer_and_dims`. Batches are :class:`ImageText` (see :func:`collate`), or for
-    a contrastive objective :class:`ImageCaptions` (:func:`collate_captions`). A data set whose
+    :meth:`_set_tokenizer_and_dims`. Batches are :class:`ImageText` (see :func:`collate`); a data
+    set of captions also yields, for a contrastive objective, :class:`ImageCaptions` (the image and
+    its first answer: :func:`collate_captions`; ``yields = CAPTIONS``). A data set whose
     examples are classes (their ``kind``) names them in ``class_names`` and their captions in
     ``class_prompts`` (zero-shot classification).
 
@@ -126,7 +130,7 @@ class ImageTextData(ZooDataModule):
             mean what the weights learnt (its tokens for the roles are found by name: :data:`ROLES`).
     """
 
-    yields = (ImageText, ImageCaptions)
+    yields = (ImageText,)
     prompt = "<image>"  # the prompt template; ``{question}`` is filled in where there is one
     metric = "exact_match"  # or "bleu" (captions)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, write_shakespeare
+from test_bad_input_data import cifar10_folder
 from test_transformer_multi30k import write_corpus
 from test_whisper_data import write_fsdd
 
@@ -28,6 +29,8 @@ TINY = {
     "whisper": ["model.net.n_encoder_layers=1", "model.net.n_decoder_layers=1", "model.net.block.d_model=32",
                 "model.net.block.n_heads=2", "data.batch_size=4", "data.val_takes=2", "model.decoding.max_new_tokens=8"],
     "llava": ["model.net.n_layers=1", "model.net.block.d_model=32", "data.batch_size=4", "data.val_size=8"],
+    "clip": ["model.net.n_layers=1", "model.net.block.d_model=32", "model.net.vision.n_layers=1",
+             "model.net.vision.block.d_model=32", "data.batch_size=4"],
     "yolos": ["model.net.n_layers=1", "model.net.block.d_model=32", "model.net.block.n_heads=2", "data.batch_size=4",
               "data.val_size=8"],
 }
@@ -66,6 +69,7 @@ def test_every_line_of_the_commands_block_runs_and_writes_something(tmp_path):
         text.write("ROMEO:\nBut soft, what light through yonder window breaks?\n")  # the block's prompts' letters
     write_corpus(data)
     write_fsdd(data, speakers=("alice",), takes=range(8))
+    cifar10_folder(data)
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, ZOO_DATA_DIR=str(data), ZOO_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT),

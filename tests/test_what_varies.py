@@ -18,9 +18,10 @@ REFERENCE = "gpt"  # a family with no parent preset is compared with the zoo's f
 CHOICES = {
     "mask": ("zoo.nn.masks.", "zoo.nn.sparse."),
     "embedder": ("zoo.nn.embedders.", "zoo.nn.multimodal.", "zoo.nn.detection.", "zoo.nn.audio_conv."),
-    "head": ("zoo.nn.heads.", "zoo.nn.detection.", "torch.nn.Identity"),
+    "head": ("zoo.nn.heads.", "zoo.nn.detection.", "zoo.nn.attention_pool.", "torch.nn.Identity", "torch.nn.Linear"),
 }
-CONTAINERS = {"zoo.models.model.Model", "zoo.models.encoder_decoder.EncoderDecoder", "zoo.models.staged.Staged"}
+CONTAINERS = {"zoo.models.model.Model", "zoo.models.encoder_decoder.EncoderDecoder", "zoo.models.staged.Staged",
+              "zoo.models.two_tower.TwoTower"}
 FIXED_MASKS = ("EncoderDecoder", "Staged")  # containers whose masks they build themselves
 
 
@@ -46,7 +47,9 @@ def test_a_family_differs_from_its_base_only_along_the_axes(model):
         assert diff, f"model={model} is its base {base} again"
     blocks = group(net_config(model))["block"]
     fields = {f.name for f in dataclasses.fields(BlockConfig)} | {"_target_"}
-    assert {key.split(".")[1] for key in blocks} <= fields, "a Block preset sets only BlockConfig's knobs"
+    # (a two-tower model's vision tower has its own Block: vision.block.*)
+    assert {key.removeprefix("vision.").split(".")[1] for key in blocks} <= fields, \
+        "a Block preset sets only BlockConfig's knobs"
     assert blocks["block._target_"] == "zoo.nn.block.BlockConfig"
 
 
@@ -66,8 +69,10 @@ def test_each_choice_is_one_of_the_zoos_masks_embedders_and_heads(model):
 def test_axes_group_every_key_and_refuse_an_unknown_one():
     assert [axis_of(k) for k in ("mask.window", "embedder.vision.model.n_layers", "embedder.positions",
                                  "decoder_embedder.positions", "head.scale", "block.norm", "rotary_base",
-                                 "encoder_bias.num_buckets", "n_layers")] == [
-        "mask", "embedder", "positions", "positions", "head", "block", "positions", "positions", "container"]
+                                 "encoder_bias.num_buckets", "n_layers", "text_pool", "vision.block.d_model",
+                                 "vision.embedder.positions", "vision.n_layers")] == [
+        "mask", "embedder", "positions", "positions", "head", "block", "positions", "positions", "container", "head",
+        "block", "positions", "container"]
     with pytest.raises(ValueError, match="model.net.adapter.rank belongs to none of the axes"):
         axis_of("adapter.rank")
 

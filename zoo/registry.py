@@ -31,6 +31,7 @@ OBJECTIVES: dict[str, str] = {
     "detection": "zoo.objectives.detection.Detection",
     "distillation": "zoo.objectives.distillation.Distillation",
     "ctc": "zoo.objectives.ctc.CTCRecognition",
+    "contrastive": "zoo.objectives.contrastive.Contrastive",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -55,6 +56,7 @@ FORMER_NAMES: dict[str, str] = {
 ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.models.model.Model",
     "zoo.models.encoder_decoder.EncoderDecoder",
+    "zoo.models.two_tower.TwoTower",
     "zoo.nn.block.BlockConfig",
     "zoo.nn.embedders.TokenEmbedder",
     "zoo.nn.embedders.PatchEmbedder",
@@ -69,6 +71,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.heads.DistilledHead",
     "zoo.nn.heads.CTCHead",
     "zoo.nn.detection.DetectionHead",
+    "zoo.nn.attention_pool.AttentionPoolHead",
     "zoo.nn.masks.NoMask",
     "zoo.nn.masks.CausalMask",
     "zoo.nn.masks.PrefixLMMask",
@@ -88,6 +91,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.vision_towers.TimmVisionTower",
     "zoo.data.span_corruption.SpanCorruption",
     "torch.nn.Identity",
+    "torch.nn.Linear",
 })
 
 # What checkpoints written before zoo/ was grouped into packages store as ``_target_``: the

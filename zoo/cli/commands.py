@@ -51,6 +51,8 @@ COMMANDS: dict[str, Command] = {
     "answer": Command("answer", "zoo.cli.answer:main", "answer a question about an image with a LLaVA checkpoint"),
     "detect": Command("detect", "zoo.cli.detect:main",
                       "find the objects in an image with a detector checkpoint (YOLOS): JSON and a PNG"),
+    "classify": Command("classify", "zoo.cli.classify:main",
+                        "zero-shot classification of an image with a CLIP / SigLIP checkpoint: labels' scores"),
     "attention-maps": Command("attention_maps", "zoo.cli.attention_maps:main",
                               "draw a checkpoint's attention weights for one input"),
     "embed": Command("embed", "zoo.cli.embed:main", "write embeddings of texts or images from a checkpoint or folder"),

@@ -81,7 +81,8 @@ def _positions(net: torch.nn.Module) -> str:
 
 def describe(model: str) -> dict[str, str]:
     """One row of the family table, from the network's towers: FLOPs at the full length of each
-    outer tower (an encoder-decoder's source and target), per position of the last."""
+    outer tower (an encoder-decoder's source and target), per position of the last (of two towers
+    side by side: per pair)."""
     cfg, net = build(model)
     towers = net.towers
     total = sum(p.numel() for p in net.parameters())
@@ -92,18 +93,25 @@ def describe(model: str) -> dict[str, str]:
     else:
         mask = "; ".join(f"{name}: {_masks(t)}{' + cross' if t.cross_attention else ''}" for name, t in towers.items())
         pattern = "; ".join(f"{name}: {_pattern(t)}" for name, t in towers.items())
-    lengths = [getattr(t.embedder, "max_len", None) or net.context for t in outer_towers(net).values()]
-    flops = net.training_flops(1, *lengths) / lengths[-1]
+    outer = outer_towers(net).values()
+    # each outer tower at its full length: its embedder's, or the tower's own context (a two-tower
+    # model's vision tower: its positions), else the container's
+    lengths = [getattr(t.embedder, "max_len", None) or getattr(t, "context", net.context) for t in outer]
+    # per position of one tower, per target token of an encoder-decoder, per (text, image) pair of two towers
+    per = "position" if len(lengths) == 1 else "target token" if any(t.cross_attention for t in towers.values()) \
+        else "pair"
+    flops = net.training_flops(1, *lengths) / (1 if per == "pair" else lengths[-1])
+    heads = [t.head for t in outer if hasattr(t, "head")] or [net.head]  # an encoder-decoder's is the container's
     return {
         "model": model,
         "embedder": " / ".join(_name(t.embedder) for t in towers.values()),
         "mask": mask,
         "layers": pattern,
-        "head": _name(net.head),
+        "head": " / ".join(_name(h) for h in heads),
         "block": _block_preset(cfg),
         "positions": _positions(net),
         "params (embedders / rest)": f"{embedding / 1e6:.2f}M / {(total - embedding) / 1e6:.2f}M",
-        "train FLOPs": f"{flops / 1e6:.1f}M per {'position' if len(lengths) == 1 else 'target token'}",
+        "train FLOPs": f"{flops / 1e6:.1f}M per {per}",
     }
 
 
@@ -119,7 +127,8 @@ def main(cfg: DictConfig) -> None:
     """``zoo describe [masks=DIR]`` (conf/describe.yaml): print the table; with ``masks``, write the pictures."""
     print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images and "
           f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
-          "(encoder-decoders: at the full source and target lengths, per target token).\n")
+          "(encoder-decoders: at the full source and target lengths, per target token; two towers side by side:\n"
+          "per (text, image) pair).\n")
     print(table())
     print(f"\n{model_data_table()}")
     if cfg.masks:

@@ -9,6 +9,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
+from zoo.convert.clip import clip_vision_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.decoder import ACTIVATIONS
 from zoo.convert.family import Family, config_only, image_processor, tokens
@@ -66,25 +67,6 @@ def llava_shape(config: dict[str, Any]) -> dict[str, Any]:
         "embedder.text.max_len": text["max_position_embeddings"],
         "head.d_model": d, "head.vocab_size": vocab,
     }
-
-
-def clip_vision_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
-    """Rename a CLIPVisionTransformer's weights (no prefix) to a zoo ViT Model's."""
-    out = {
-        "embedder.cls": hf["embeddings.class_embedding"].view(1, 1, -1),
-        "embedder.patchify.weight": hf["embeddings.patch_embedding.weight"],
-        "embedder.positions.weight": hf["embeddings.position_embedding.weight"],
-        "embedder.norm.weight": hf["pre_layrnorm.weight"], "embedder.norm.bias": hf["pre_layrnorm.bias"],
-        "stack.norm.weight": hf["post_layernorm.weight"], "stack.norm.bias": hf["post_layernorm.bias"],
-    }
-    for i in range(n_layers):
-        h, z = f"encoder.layers.{i}.", f"stack.blocks.{i}."
-        for ours, theirs in [("attn.q", "self_attn.q_proj"), ("attn.k", "self_attn.k_proj"),
-                             ("attn.v", "self_attn.v_proj"), ("attn.out", "self_attn.out_proj"),
-                             ("attn_norm", "layer_norm1"), ("ffn_norm", "layer_norm2"),
-                             ("ffn.fc_in", "mlp.fc1"), ("ffn.fc_out", "mlp.fc2")]:
-            out[z + ours + ".weight"], out[z + ours + ".bias"] = hf[h + theirs + ".weight"], hf[h + theirs + ".bias"]
-    return out
 
 
 def _under(sd: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:

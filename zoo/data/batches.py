@@ -210,3 +210,24 @@ class ImageText(NamedTuple):
     @property
     def items(self) -> int:
         return self.tokens.numel()
+
+
+class ImageCaptions(NamedTuple):
+    """Images and their captions, one pair per row (contrastive image-text training: CLIP, SigLIP).
+
+    images (B, 3, S, S) float; tokens (B, L) the caption's ids then the end-of-text id, right-padded;
+    padding (B, L) bool, True at real tokens; labels (B,) the image's class (an index into the
+    data's ``class_names``), -1 where the data has no classes."""
+
+    images: Tensor
+    tokens: Tensor
+    padding: Tensor
+    labels: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.images.shape[0]
+
+    @property
+    def items(self) -> int:
+        return self.images.shape[0]

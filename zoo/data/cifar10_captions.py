@@ -2,14 +2,15 @@
 
 Reads the ImageFolder layout ``${data_dir}/cifar10/{train,test}/<class>/*.jpg`` (what
 ``data=cifar10`` puts there). Every 10th training image (in sorted order) is held out
-for validation. The exact-match accuracy of a caption is the classification accuracy.
+for validation. The exact-match accuracy of a caption is the classification accuracy; the class
+names and their captions are given to a contrastive model for zero-shot classification.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from zoo.data.image_text import Example, ImageTextData
+from zoo.data.image_text import CAPTIONS, Example, ImageTextData
 from zoo.data.images import load_image
 from zoo.data.tokenizers import WordTokenizer
 
@@ -20,6 +21,8 @@ def caption(name: str) -> str:
 
 
 class Cifar10Captions(ImageTextData):
+    yields = CAPTIONS  # LLaVA items, or (image, caption) pairs for CLIP / SigLIP
+
     def setup(self, stage: str | None = None) -> None:
         if self.examples:
             return
@@ -34,6 +37,8 @@ class Cifar10Captions(ImageTextData):
             splits[split] = [Example(partial(load_image, path), self.prompt, [caption(c)], c)
                              for c in classes for path in sorted((folder / c).glob("*.jpg"))]
         self.tokenizer = WordTokenizer.from_texts(ex.answers[0] for ex in splits["test"])
+        self.class_names = sorted({ex.kind for ex in splits["test"]})
+        self.class_prompts = [caption(name) for name in self.class_names]
         train = splits["train"]
         self.examples = {"train": [ex for i, ex in enumerate(train) if i % 10],
                          "val": train[::10], "test": splits["test"]}

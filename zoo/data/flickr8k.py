@@ -13,7 +13,7 @@ import hashlib
 from functools import partial
 from pathlib import Path
 
-from zoo.data.image_text import Example, ImageTextData
+from zoo.data.image_text import CAPTIONS, Example, ImageTextData
 from zoo.data.images import load_image
 from zoo.data.tokenizers import WordTokenizer
 
@@ -46,6 +46,7 @@ class Flickr8k(ImageTextData):
     the training captions become ``<unk>``."""
 
     metric = "bleu"
+    yields = CAPTIONS  # LLaVA items, or (image, caption) pairs for CLIP / SigLIP
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, image_size: int, resize: bool = True,
                  min_count: int = 2, tokenizer_from: str | None = None, num_workers: int = 0):

@@ -1,5 +1,6 @@
 """What the vision-language data sets share: (image, prompt, answer) examples turned
-into LLaVA training items, and the data module that batches them.
+into LLaVA training items or (image, caption) pairs for contrastive training, and the data
+module that batches them.
 
 An item is the prompt (with its one ``<image>`` placeholder) followed by the answer
 and ``<eos>``, shifted by one for next-token prediction; targets are -100 on the
@@ -19,7 +20,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
-from zoo.data.batches import IGNORE, ImageText
+from zoo.data.batches import IGNORE, ImageCaptions, ImageText
 from zoo.data.images import to_tensor
 from zoo.data.tokenizers import HFTokenizer, WordTokenizer
 
@@ -75,12 +76,51 @@ def collate(items: list[dict[str, Tensor]], pad_id: int = 0) -> ImageText:
     return ImageText(tokens=pad("tokens", pad_id), targets=pad("targets", IGNORE), **stacked)
 
 
+class CaptionItems(Dataset):
+    """Examples -> (image, caption) pairs for contrastive training: images (3, S, S), tokens (L,)
+    (the first answer, then ``<eos>``), labels () (the example's ``kind`` as an index into
+    ``classes``, -1 where it is none of them)."""
+
+    def __init__(self, examples, tokenizer: WordTokenizer | HFTokenizer, image_size: int, resize: bool,
+                 classes: list[str]):
+        self.examples, self.tokenizer = examples, tokenizer
+        self.image_size, self.resize = image_size, resize
+        self.classes = {name: i for i, name in enumerate(classes)}
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        ex = self.examples[i]
+        return {"images": to_tensor(ex.image(), self.image_size, self.resize),
+                "tokens": torch.tensor(self.tokenizer.encode(ex.answers[0]) + [self.tokenizer.eos_id]),
+                "labels": torch.tensor(self.classes.get(ex.kind, -1))}
+
+
+def collate_captions(items: list[dict[str, Tensor]], pad_id: int = 0) -> ImageCaptions:
+    """Stack (image, caption) items into :class:`ImageCaptions`, right-padding the captions with ``pad_id``."""
+    width = max(len(it["tokens"]) for it in items)
+    tokens = torch.full((len(items), width), pad_id, dtype=torch.long)
+    padding = torch.zeros(len(items), width, dtype=torch.bool)
+    for row, it in enumerate(items):
+        tokens[row, : len(it["tokens"])], padding[row, : len(it["tokens"])] = it["tokens"], True
+    return ImageCaptions(torch.stack([it["images"] for it in items]), tokens, padding,
+                         torch.stack([it["labels"] for it in items]))
+
+
+CAPTIONS = (ImageText, ImageCaptions)  # what a data set of captions yields
+
+
 class ImageTextData(ZooDataModule):
     """Base data module for (image, prompt, answer) data sets.
 
     Subclasses fill ``self.examples[split]`` (lists of :class:`Example`) and
     ``self.tokenizer`` (the data's own vocabulary) in ``setup``, then call
-    :meth:`_set_tokenizer_and_dims`. Batches are :class:`ImageText` (see :func:`collate`).
+    :meth:`_set_tokenizer_and_dims`. Batches are :class:`ImageText` (see :func:`collate`); a data
+    set of captions also yields, for a contrastive objective, :class:`ImageCaptions` (the image and
+    its first answer: :func:`collate_captions`; ``yields = CAPTIONS``). A data set whose
+    examples are classes (their ``kind``) names them in ``class_names`` and their captions in
+    ``class_prompts`` (zero-shot classification).
 
     Args:
         image_size: side of the square images the vision tower takes.
@@ -99,6 +139,8 @@ class ImageTextData(ZooDataModule):
         super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         self.image_size, self.resize = image_size, resize
         self.examples: dict[str, list[Example]] = {}
+        self.class_names: list[str] = []  # a data set of classes sets them (and their captions) in setup
+        self.class_prompts: list[str] = []
 
     def _set_tokenizer_and_dims(self) -> None:
         """The checkpoint's tokenizer where there is one (``tokenizer_from``), then what the
@@ -120,10 +162,13 @@ class ImageTextData(ZooDataModule):
             raise ValueError(f"the tokenizer of {self.tokenizer_from} lacks {len(missing)} word(s) of "
                              f"{type(self).__name__}'s vocabulary ({missing[:10]}): they would all read as <unk>")
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "image_token_id": self.tokenizer.image_id,
-                     "prompt": self.prompt, "metric": self.metric}
+                     "eos_id": self.tokenizer.eos_id, "prompt": self.prompt, "metric": self.metric,
+                     "class_names": self.class_names, "class_prompts": self.class_prompts}
 
-    def dataset(self, split: str) -> ImageTextItems:
+    def dataset(self, split: str) -> ImageTextItems | CaptionItems:
+        if self.batch_type is ImageCaptions:
+            return CaptionItems(self.examples[split], self.tokenizer, self.image_size, self.resize, self.class_names)
         return ImageTextItems(self.examples[split], self.tokenizer, self.image_size, self.resize)
 
     def collate_fn(self):
-        return partial(collate, pad_id=self.tokenizer.pad_id)
+        return partial(collate_captions if self.batch_type is ImageCaptions else collate, pad_id=self.tokenizer.pad_id)

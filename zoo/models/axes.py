@@ -22,6 +22,8 @@ _AXIS_OF_TOP = {
     "mask": "mask",
     "embedder": "embedder", "encoder_embedder": "embedder", "decoder_embedder": "embedder", "share_embeddings": "embedder",
     "head": "head", "tie_embeddings": "head",
+    # two towers: how each tower's output becomes one vector, and how two vectors become a logit
+    "text_pool": "head", "eos_id": "head", "vision_pool": "head", "logit_scale": "head", "logit_bias": "head",
     "block": "block",
     # positions acting inside attention: the rotary table, T5's relative bias and ALiBi, owned by the tower
     "rotary": "positions", "rotary_base": "positions", "rotary_fraction": "positions", "rotary_scale": "positions",
@@ -37,8 +39,12 @@ _AXIS_OF_TOP = {
 
 def axis_of(key: str) -> str:
     """The axis of a dotted key under ``model.net`` (``block.d_model`` -> ``block``); positions added
-    by an embedder (``embedder.positions``, ``encoder_embedder.positions``) are ``positions``."""
+    by an embedder (``embedder.positions``, ``encoder_embedder.positions``) are ``positions``. A
+    two-tower model's second tower (``vision.*``) is a net of its own: its keys are on its axes
+    (``vision.block.d_model`` -> ``block``)."""
     top, _, rest = key.partition(".")
+    if top == "vision" and rest:
+        return axis_of(rest)
     if top not in _AXIS_OF_TOP:
         raise ValueError(f"model.net.{key} belongs to none of the axes {AXES}: name its axis in zoo/models/axes.py")
     axis = _AXIS_OF_TOP[top]

@@ -12,7 +12,7 @@ from zoo.config import CONF_DIR, compose_config
 # What the data would tell each model at start-up; the presets are built with these stand-ins.
 DIMS = {"vocab_size": 32000, "num_classes": 10, "image_size": 32, "channels": 3, "num_frames": 8, "pad_id": 0, "bos_id": 1,
         "eos_id": 2, "mask_id": 3, "image_token_id": 4, "special_ids": [0, 1, 2, 3, 4], "metric": "exact_match",
-        "prompt": ""}
+        "prompt": "", "class_prompts": []}
 
 
 def model_names() -> list[str]:

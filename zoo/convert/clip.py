@@ -1,0 +1,195 @@
+"""Hugging Face CLIP (``CLIPModel``) <-> the zoo's two towers (conf/model/clip.yaml): a causal text
+tower pooled at its end-of-text token, a ViT pooled at its CLS token, each with a projection.
+
+The pieces SigLIP (``zoo.convert.siglip``) and LLaVA's CLIP vision tower (``zoo.convert.llava``)
+share live here once: a CLIP-style encoder layer's names, a text tower's, a vision tower's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.family import Family
+from zoo.convert.vit import HF_ACTIVATIONS
+
+MODEL_TYPES = ("clip",)  # the config.json model_type values this converter reads
+LEGACY_EOS = 2  # a CLIP text config with this eos_token_id pools at the largest id (Hugging Face's rule)
+
+# zoo Block module -> Hugging Face module, in every CLIP-style encoder layer (CLIP, SigLIP, both towers)
+LAYER = (("attn.q", "self_attn.q_proj"), ("attn.k", "self_attn.k_proj"), ("attn.v", "self_attn.v_proj"),
+         ("attn.out", "self_attn.out_proj"), ("attn_norm", "layer_norm1"), ("ffn_norm", "layer_norm2"),
+         ("ffn.fc_in", "mlp.fc1"), ("ffn.fc_out", "mlp.fc2"))
+
+
+def encoder_layers(hf: dict[str, Tensor], prefix: str, n_layers: int) -> dict[str, Tensor]:
+    """The Blocks ``stack.blocks.N.*`` of ``n_layers`` CLIP-style encoder layers at ``prefix``
+    (``<prefix>encoder.layers.N.``)."""
+    out = {}
+    for i in range(n_layers):
+        h, z = f"{prefix}encoder.layers.{i}.", f"stack.blocks.{i}."
+        for ours, theirs in LAYER:
+            for kind in ("weight", "bias"):
+                out[f"{z}{ours}.{kind}"] = hf[f"{h}{theirs}.{kind}"]
+    return out
+
+
+def text_tower_state_dict(hf: dict[str, Tensor], prefix: str, n_layers: int) -> dict[str, Tensor]:
+    """A CLIP-style text model at ``prefix`` (token and learned position tables, layers, final norm)
+    as the zoo text tower's embedder and stack."""
+    e = prefix + "embeddings."
+    return encoder_layers(hf, prefix, n_layers) | {
+        "embedder.tokens.weight": hf[e + "token_embedding.weight"],
+        "embedder.positions.weight": hf[e + "position_embedding.weight"],
+        "stack.norm.weight": hf[prefix + "final_layer_norm.weight"],
+        "stack.norm.bias": hf[prefix + "final_layer_norm.bias"]}
+
+
+def clip_vision_state_dict(hf: dict[str, Tensor], n_layers: int, prefix: str = "") -> dict[str, Tensor]:
+    """Rename a CLIPVisionTransformer's weights (at ``prefix``) to a zoo ViT Model's: CLS, patches
+    without bias, positions, ``pre_layrnorm`` (the embedder's norm), layers, ``post_layernorm`` (the
+    final norm: a per-position norm, so normalising every position and reading the CLS is CLIP's)."""
+    e = prefix + "embeddings."
+    return encoder_layers(hf, prefix, n_layers) | {
+        "embedder.cls": hf[e + "class_embedding"].view(1, 1, -1),
+        "embedder.patchify.weight": hf[e + "patch_embedding.weight"],
+        "embedder.positions.weight": hf[e + "position_embedding.weight"],
+        "embedder.norm.weight": hf[prefix + "pre_layrnorm.weight"], "embedder.norm.bias": hf[prefix + "pre_layrnorm.bias"],
+        "stack.norm.weight": hf[prefix + "post_layernorm.weight"], "stack.norm.bias": hf[prefix + "post_layernorm.bias"]}
+
+
+def block_shape(c: dict[str, Any], at_path: str = "") -> dict[str, Any]:
+    """A tower's depth and Block (under ``at_path``) from a CLIP-style text or vision config."""
+    act = c.get("hidden_act", "quick_gelu")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"hidden_act={act!r} has no zoo activation (known: {sorted(HF_ACTIVATIONS)})")
+    return {f"{at_path}n_layers": c["num_hidden_layers"], f"{at_path}block.d_model": c["hidden_size"],
+            f"{at_path}block.n_heads": c["num_attention_heads"], f"{at_path}block.d_ff": c["intermediate_size"],
+            f"{at_path}block.norm_eps": c.get("layer_norm_eps", 1e-5), f"{at_path}block.activation": HF_ACTIVATIONS[act],
+            f"{at_path}block.dropout": 0.0, f"{at_path}block.attn_dropout": c.get("attention_dropout", 0.0)}
+
+
+def text_shape(t: dict[str, Any]) -> dict[str, Any]:
+    """The text tower (the net itself): depth, Block, token and position tables, context."""
+    d, length = t["hidden_size"], t["max_position_embeddings"]
+    return block_shape(t) | {"context": length, "embedder.vocab_size": t["vocab_size"], "embedder.d_model": d,
+                             "embedder.max_len": length, "head.in_features": d}
+
+
+def vision_shape(v: dict[str, Any]) -> dict[str, Any]:
+    """The vision tower (``vision``): depth, Block, patches; its context is its positions."""
+    d, side = v["hidden_size"], v["image_size"] // v["patch_size"]
+    return block_shape(v, "vision.") | {
+        "vision.context": side * side + 1, "vision.embedder.image_size": v["image_size"],
+        "vision.embedder.patch_size": v["patch_size"], "vision.embedder.channels": v.get("num_channels", 3),
+        "vision.embedder.d_model": d, "vision.embedder.norm_eps": v.get("layer_norm_eps", 1e-5),
+        "vision.head.in_features": d}
+
+
+def clip_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """The values, keyed by their path under ``model.net``, that give ``model=clip`` the shape of a
+    Hugging Face ``CLIPConfig`` (as a dict). The text tower pools at the first end-of-text id, or,
+    for an ``eos_token_id`` of 2 (configs written before the id was right), at the largest id."""
+    t, v, width = config["text_config"], config["vision_config"], config["projection_dim"]
+    eos = t.get("eos_token_id", 49407)
+    return text_shape(t) | vision_shape(v) | {
+        "head.out_features": width, "vision.head.out_features": width,
+        "text_pool": "argmax" if eos == LEGACY_EOS else "eos", "eos_id": eos}
+
+
+def clip_state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+    """Rename a ``CLIPModel``'s weights to the zoo's (``net``: the net config, for the depths)."""
+    vision = clip_vision_state_dict(hf, net["vision"]["n_layers"], "vision_model.")
+    return text_tower_state_dict(hf, "text_model.", net["n_layers"]) | {f"vision.{k}": w for k, w in vision.items()} | {
+        "head.weight": hf["text_projection.weight"], "vision.head.weight": hf["visual_projection.weight"],
+        "logit_scale": hf["logit_scale"].view(())}
+
+
+def net_config(hf_model) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Hugging Face config as a dict, the dims the zoo config reads) of a two-tower model."""
+    cfg = hf_model.config.to_dict()
+    text = cfg["text_config"]
+    return cfg, {"vocab_size": text["vocab_size"], "eos_id": text.get("eos_token_id"), "class_names": [],
+                 "class_prompts": []}
+
+
+@torch.no_grad()
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo CLIP (built from conf/model/clip.yaml) holding ``hf_model``'s (a ``CLIPModel``) weights."""
+    cfg, dims = net_config(hf_model)
+    shape = clip_shape(cfg)
+    net = build_net("clip", shape_overrides(shape), dims)
+    load_mapped(net, clip_state_dict(hf_model.state_dict(), {"n_layers": shape["n_layers"],
+                                                             "vision": {"n_layers": shape["vision.n_layers"]}}))
+    return net
+
+
+def two_tower_pretrained(net_cfg: dict[str, Any], path: str, model_types: tuple[str, ...], shape_of, state_dict_of):
+    """``model.init_from`` of a two-tower folder: (``net_cfg`` reshaped to its config, the net holding its
+    weights). The data's vocabulary must be the checkpoint's."""
+    config, state = read_checkpoint_dir(path, model_types)
+    shape = shape_of(config)
+    check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
+    depths = {"n_layers": shape["n_layers"], "vision": {"n_layers": shape["vision.n_layers"]}}
+    return init_net(net_cfg, shape, state_dict_of(state, depths))
+
+
+def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:
+    """``model.init_from`` hook: a ``CLIPModel`` folder (config.json + weights)."""
+    return two_tower_pretrained(net_cfg, path, MODEL_TYPES, clip_shape, clip_state_dict)
+
+
+def example(net: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """(tokens (2, L) ending in the end-of-text id where the net pools at it, images (2, C, S, S))."""
+    length, vocab = min(9, net["context"]), net["embedder"]["vocab_size"]
+    tokens = torch.randint(0, vocab, (2, length))
+    if net.get("eos_id") is not None:
+        tokens[tokens == net["eos_id"]] = (net["eos_id"] + 1) % vocab
+        tokens[:, -1] = net["eos_id"]
+    e = net["vision"]["embedder"]
+    return tokens, torch.randn(2, e["channels"], e["image_size"], e["image_size"])
+
+
+def logits_per_image(hf: nn.Module, x: tuple[Tensor, Tensor]) -> Tensor:
+    """(N, M): a Hugging Face two-tower model's ``logits_per_image`` on (tokens, images)."""
+    return hf(input_ids=x[0], pixel_values=x[1]).logits_per_image
+
+
+def vision_activation(net: dict[str, Any]) -> dict[str, str]:
+    """``vision_config.hidden_act``: the vision Block's activation, by its Hugging Face name."""
+    act = net["vision"]["block"]["activation"]
+    names = [hf for hf, zoo in HF_ACTIVATIONS.items() if zoo == act]
+    if not names:
+        raise ValueError(f"vision.block.activation={act!r} has no Hugging Face name")
+    return {"vision_config.hidden_act": names[0]}
+
+
+def _extra(net: dict[str, Any]) -> dict[str, Any]:
+    """The sub-configs' kinds and the vision tower's activation."""
+    return vision_activation(net) | {"text_config.model_type": "clip_text_model",
+                                     "vision_config.model_type": "clip_vision_model"}
+
+
+def tower_keys(prefix: str, at_path: str) -> dict[str, str]:
+    """Hugging Face config key -> zoo path, a tower's plain copies (``at_path``: where the tower's keys are)."""
+    return {f"{prefix}{k}": at_path + v for k, v in {
+        "hidden_size": "block.d_model", "intermediate_size": "block.d_ff", "num_hidden_layers": "n_layers",
+        "num_attention_heads": "block.n_heads", "layer_norm_eps": "block.norm_eps",
+        "attention_dropout": "block.attn_dropout"}.items()}
+
+
+TEXT_KEYS = tower_keys("text_config.", "") | {"text_config.vocab_size": "embedder.vocab_size",
+                                              "text_config.max_position_embeddings": "context"}
+VISION_KEYS = tower_keys("vision_config.", "vision.") | {
+    "vision_config.image_size": "vision.embedder.image_size", "vision_config.patch_size": "vision.embedder.patch_size",
+    "vision_config.num_channels": "vision.embedder.channels"}
+
+FAMILY = Family(
+    hf_class="CLIPModel", config_class="CLIPConfig",
+    keys=TEXT_KEYS | VISION_KEYS | {"projection_dim": "head.out_features", "text_config.eos_token_id": "eos_id"},
+    activations=HF_ACTIVATIONS, activation_key="text_config.hidden_act",
+    shape=lambda config, net: clip_shape(config), state_dict=clip_state_dict, example=example,
+    outputs=logits_per_image, ours=lambda net, x: net(*x), extra=_extra, ids_prefix="text_config.")

@@ -210,7 +210,7 @@ def test_an_unknown_objective_names_the_value_and_the_known_names(gpt_ckpt, tmp_
     raw = torch.load(gpt_ckpt, weights_only=True)
     raw["zoo_objective"] = "zoo.objectives.lm.NextTokenLMv2"
     torch.save(raw, tmp_path / "x.ckpt")
-    with pytest.raises(ValueError, match=r"'zoo.objectives.lm.NextTokenLMv2'.*\['asr', 'classification', 'ctc', 'denoising', 'detection', 'distillation', 'lm'"):
+    with pytest.raises(ValueError, match=r"'zoo.objectives.lm.NextTokenLMv2'.*\['asr', 'classification', 'contrastive', 'ctc', 'denoising', 'detection', 'distillation', 'lm'"):
         load(tmp_path / "x.ckpt")
 
 

@@ -48,6 +48,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.denoising.Denoising": "denoising",  # newer too, likewise
     "zoo.objectives.distillation.Distillation": "distillation",  # likewise
     "zoo.objectives.ctc.CTCRecognition": "ctc",  # likewise
+    "zoo.objectives.contrastive.Contrastive": "contrastive",  # likewise
 }
 
 # Every class a stored network (or span corruption) config may instantiate: the zoo's own

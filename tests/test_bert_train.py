@@ -74,7 +74,7 @@ def test_bert_on_audio_data_fails_at_start_up_naming_both_sides(tmp_path):
     cfg = compose_config(["model=bert", "data=fsdd", f"paths.data_dir={tmp_path / 'data'}",
                           f"paths.cache_dir={tmp_path / 'cache'}"])
     with pytest.raises(ValueError, match=r"^model=\? \(MaskedLM\) reads PaddedTokens batches, but data=\? \(FSDD\) "
-                                         r"yields AudioText: pick a matching pair"):
+                                         r"yields AudioText or WaveText: pick a matching pair"):
         build(cfg)
 
 

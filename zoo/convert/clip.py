@@ -116,15 +116,25 @@ def net_config(hf_model) -> tuple[dict[str, Any], dict[str, Any]]:
                  "class_prompts": []}
 
 
+def depths(shape: dict[str, Any]) -> dict[str, Any]:
+    """The part of the net config a two-tower state dict reads: each tower's depth."""
+    return {"n_layers": shape["n_layers"], "vision": {"n_layers": shape["vision.n_layers"]}}
+
+
 @torch.no_grad()
+def two_tower_from_transformers(hf_model, model: str, shape_of, state_dict_of) -> nn.Module:
+    """A zoo ``model`` (conf/model/<model>.yaml) holding a two-tower Hugging Face model's weights,
+    through the family's ``shape_of`` (config -> shape) and ``state_dict_of`` (weights -> the zoo's)."""
+    cfg, dims = net_config(hf_model)
+    shape = shape_of(cfg)
+    net = build_net(model, shape_overrides(shape), dims)
+    load_mapped(net, state_dict_of(hf_model.state_dict(), depths(shape)))
+    return net
+
+
 def from_transformers(hf_model) -> nn.Module:
     """A zoo CLIP (built from conf/model/clip.yaml) holding ``hf_model``'s (a ``CLIPModel``) weights."""
-    cfg, dims = net_config(hf_model)
-    shape = clip_shape(cfg)
-    net = build_net("clip", shape_overrides(shape), dims)
-    load_mapped(net, clip_state_dict(hf_model.state_dict(), {"n_layers": shape["n_layers"],
-                                                             "vision": {"n_layers": shape["vision.n_layers"]}}))
-    return net
+    return two_tower_from_transformers(hf_model, "clip", clip_shape, clip_state_dict)
 
 
 def two_tower_pretrained(net_cfg: dict[str, Any], path: str, model_types: tuple[str, ...], shape_of, state_dict_of):
@@ -133,8 +143,7 @@ def two_tower_pretrained(net_cfg: dict[str, Any], path: str, model_types: tuple[
     config, state = read_checkpoint_dir(path, model_types)
     shape = shape_of(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    depths = {"n_layers": shape["n_layers"], "vision": {"n_layers": shape["vision.n_layers"]}}
-    return init_net(net_cfg, shape, state_dict_of(state, depths))
+    return init_net(net_cfg, shape, state_dict_of(state, depths(shape)))
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from zoo.convert.clip import (TEXT_KEYS, VISION_KEYS, block_shape, encoder_layers, example, logits_per_image,
-                              net_config, text_shape, text_tower_state_dict, two_tower_pretrained, vision_activation)
-from zoo.convert.common import build_net, load_mapped, shape_overrides
+                              text_shape, text_tower_state_dict, two_tower_from_transformers, two_tower_pretrained,
+                              vision_activation)
 from zoo.convert.family import Family
 from zoo.convert.vit import HF_ACTIVATIONS
 
@@ -63,15 +62,9 @@ def siglip_state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, T
         "logit_scale": hf["logit_scale"].view(()), "logit_bias": hf["logit_bias"].view(())}
 
 
-@torch.no_grad()
 def from_transformers(hf_model) -> nn.Module:
     """A zoo SigLIP (built from conf/model/siglip.yaml) holding ``hf_model``'s (a ``SiglipModel``) weights."""
-    cfg, dims = net_config(hf_model)
-    shape = siglip_shape(cfg)
-    net = build_net("siglip", shape_overrides(shape), dims)
-    load_mapped(net, siglip_state_dict(hf_model.state_dict(), {"n_layers": shape["n_layers"],
-                                                               "vision": {"n_layers": shape["vision.n_layers"]}}))
-    return net
+    return two_tower_from_transformers(hf_model, "siglip", siglip_shape, siglip_state_dict)
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:

@@ -15,6 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY_GPT, run_train
+from zoo.objectives.optim import warmup_cosine
 from zoo.train.budget import Budget
 from zoo.train.run import objective
 
@@ -55,6 +56,16 @@ def test_a_flops_budget_stops_the_run_within_2_percent_and_logs_it(tmp_path, sha
     assert last(run, "budget/flops") == pytest.approx(spent["spent"]["flops"], rel=1e-6)
     assert last(run, "budget/tokens") == spent["steps"] * TOKENS_PER_STEP
     assert last(run, "val/flops_spent") == pytest.approx(spent["spent"]["flops"], rel=1e-6)  # a last validation
+    # The cosine schedule ends where the budget does, not at trainer.max_steps=1000 (a cap): the rate at
+    # each step from the third on (the second's is set before the first step's cost is known) is the
+    # schedule's of that length, down to its floor at the last step.
+    cfg_optim, steps = cfg.optim, spent["steps"]
+    rates = {int(r["step"]): float(r["lr-AdamW/pg1"]) for r in rows(run) if r.get("lr-AdamW/pg1")}
+    assert sorted(rates)[-1] == steps - 1 and len(rates) == steps
+    for step, rate in rates.items():
+        if step >= 2:
+            expected = cfg_optim.lr * warmup_cosine(step, cfg_optim.warmup_steps, steps, cfg_optim.lr, cfg_optim.min_lr)
+            assert rate == pytest.approx(expected, rel=1e-6), step
 
 
 @pytest.mark.slow

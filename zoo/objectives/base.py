@@ -124,12 +124,14 @@ class Objective(L.LightningModule):
         if kind == "inverse_sqrt":  # open-ended: needs no length
             schedule = partial(warmup_inverse_sqrt, warmup_steps=max(1, o["warmup_steps"]))
         else:  # cosine (check_optim knows no other)
-            decay_steps = o.get("decay_steps") or (self.trainer.max_steps if self.trainer else 0)
-            if not decay_steps or decay_steps < 0:
+            fixed = o.get("decay_steps")
+            if not fixed and not (self.trainer and self.trainer.max_steps > 0):
                 raise ValueError("optim.decay_steps is unset and trainer.max_steps is not positive: "
                                  "the learning-rate schedule needs a length")
-            schedule = partial(warmup_cosine, warmup_steps=o["warmup_steps"], decay_steps=decay_steps,
-                               lr=o["lr"], min_lr=o["min_lr"])
+
+            def schedule(step: int) -> float:
+                # trainer.max_steps read at each step: a budget (zoo.train.budget) moves it to where it ends
+                return warmup_cosine(step, o["warmup_steps"], fixed or self.trainer.max_steps, o["lr"], o["min_lr"])
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -6,11 +6,19 @@ The spending is the global batch's (summed over the ranks; seconds: the slowest 
 ``budget/*`` in metrics.csv at every logged step, and with each validation as ``val/flops_spent``,
 ``val/tokens_spent`` and ``val/seconds_spent`` (what a study's pictures put the val metric against).
 It is the callback's state, saved in every checkpoint: a resumed run goes on spending from where
-the killed one stopped. At the end, ``budget.json`` in the run directory holds what was spent."""
+the killed one stopped. At the end, ``budget.json`` in the run directory holds what was spent.
+
+A budget of FLOPs, tokens or samples also ends the learning-rate schedule where it ends: after each
+step, ``trainer.max_steps`` (the cosine schedule's length, read at every step; the config's value is
+a cap) becomes the step the budget will end at, at this step's cost. Runs whose steps cost
+differently (a larger patch: fewer FLOPs a step, more steps) thus each decay over their own budget,
+not over a length one config fixes for all. (The schedule reads it from the third step on: the
+second step's rate is set before the first step's cost is known, inside any warm-up of 2 or more.)"""
 
 from __future__ import annotations
 
 import json
+import math
 import resource
 import time
 from pathlib import Path
@@ -34,6 +42,10 @@ class Budget(L.Callback):
         self.kind, self.limit = kind, float(limit)
         self.spent = dict.fromkeys(KINDS, 0.0)
         self._started = 0.0
+        self._cap = -1  # trainer.max_steps as configured
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._cap = trainer.max_steps
 
     @classmethod
     def from_config(cls, budget: DictConfig | dict | None) -> Budget | None:
@@ -68,6 +80,9 @@ class Budget(L.Callback):
             self.spent[kind] += cost[kind]
         if self.spent[self.kind] + cost[self.kind] / 2 >= self.limit:
             trainer.should_stop = True  # (Lightning validates once more, and logs this step)
+        if self.kind != "seconds" and cost[self.kind] > 0:  # the steps left at this step's cost, as the stop rounds
+            end = trainer.global_step + math.ceil((self.limit - self.spent[self.kind]) / cost[self.kind] - 0.5)
+            trainer.fit_loop.epoch_loop.max_steps = end if self._cap < 0 else min(end, self._cap)
         logged = {f"budget/{kind}": self.spent[kind] for kind in KINDS}
         pl_module.log_dict({**logged, "budget/used": self.spent[self.kind] / self.limit}, on_step=True, on_epoch=False)
 

@@ -1,6 +1,7 @@
 """``python -m zoo report dir=DIR``: a study's result, from the runs in its folder (each run's
 config.yaml, metrics.csv and budget.json): ``report.md``, one row per value of the axis (parameters,
-FLOPs used, the final val metric's min / mean / max over the seeds, tokens/s, peak memory), and
+FLOPs used, the final val metric's min / mean / max over the seeds, the val loss at each longer
+context of ``eval_contexts`` (contexts.json) likewise, tokens/s, peak memory), and
 pictures of the val metric against FLOPs and against wall time, one line per value (the seeds' mean)
 with the seeds' band (min to max)."""
 
@@ -26,8 +27,10 @@ def runs(folder: Path) -> dict[str, list[dict]]:
         if "study" not in cfg:
             raise ValueError(f"{run}: not a study's run (its config.yaml has no study: key); dir= is a zoo compare out=")
         spent = json.loads(spent_file.read_text())
+        longer = run / "contexts.json"  # eval_contexts=[...]: zoo.train.longer_contexts
         found[cfg.study.value].append({"dir": run, "seed": cfg.seed, "spent": spent,
-                                       "series": read_metrics(run / "metrics.csv")})
+                                       "series": read_metrics(run / "metrics.csv"),
+                                       "contexts": json.loads(longer.read_text())["eval"] if longer.is_file() else {}})
     if not found:
         raise FileNotFoundError(f"dir={folder}: no finished run (no budget.json under it)")
     study_file = folder / "study.yaml"
@@ -43,7 +46,9 @@ def _curve(run: dict, metric: str, x: str) -> list[tuple[float, float]]:
 
 def table(by_value: dict[str, list[dict]], metric: str, axis: str) -> str:
     """The Markdown table of the study, one row per value."""
-    header = [axis, "parameters", "FLOPs used", f"final {metric} min / mean / max", "tokens/s", "peak memory", "seeds"]
+    contexts = sorted({int(c) for group in by_value.values() for r in group for c in r["contexts"]})
+    header = [axis, "parameters", "FLOPs used", f"final {metric} min / mean / max",
+              *(f"val/loss@{c} min / mean / max" for c in contexts), "tokens/s", "peak memory", "seeds"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for value, group in by_value.items():
         finals = [r["series"][metric][-1][1] for r in group if r["series"].get(metric)]
@@ -53,11 +58,27 @@ def table(by_value: dict[str, list[dict]], metric: str, axis: str) -> str:
         lines.append("| " + " | ".join([
             value, f"{group[0]['spent']['parameters'] / 1e6:.2f}M",
             f"{min(flops):.4g}" + ("" if max(flops) == min(flops) else f" - {max(flops):.4g}"),
-            f"{min(finals):.4f} / {statistics.mean(finals):.4f} / {max(finals):.4f}" if finals else "not measured",
+            spread(finals),
+            *(longer_cell([r["contexts"].get(str(c), {}) for r in group]) for c in contexts),
             f"{statistics.mean(speed):,.0f}",
             ", ".join(f"{mb:,.0f} MiB ({kind.replace('_', ' ')})" for kind, mb in memory.items()) or "not measured",
             ", ".join(str(r["seed"]) for r in group)]) + " |")
     return "\n".join(lines)
+
+
+def spread(values: list[float]) -> str:
+    """min / mean / max of the seeds' values."""
+    if not values:
+        return "not measured"
+    return f"{min(values):.4f} / {statistics.mean(values):.4f} / {max(values):.4f}"
+
+
+def longer_cell(results: list[dict]) -> str:
+    """The seeds' val loss at one longer context (each run's contexts.json entry), or why it has none."""
+    reasons = sorted({r["n/a"] for r in results if "n/a" in r})
+    if reasons:
+        return f"n/a ({'; '.join(reasons)})"
+    return spread([r["val/loss"] for r in results if "val/loss" in r])
 
 
 def picture(by_value: dict[str, list[dict]], metric: str, x: str, label: str, path: Path) -> Path:
@@ -86,10 +107,13 @@ def write_report(folder: Path) -> list[Path]:
     study_file = folder / "study.yaml"
     metric = OmegaConf.load(study_file).get("metric", "val/loss") if study_file.is_file() else "val/loss"
     budget = {k: v for k, v in first.budget.items() if v is not None}
+    longer = (f" val/loss@N: the validation's windows made N tokens long, evaluated once training ended "
+              f"(eval_contexts; trained at context {OmegaConf.select(first, 'model.net.context')})."
+              if any(r["contexts"] for group in by_value.values() for r in group) else "")
     text = (f"# Study {first.study.name}: {first.study.axis}\n\nEvery run has the same base and budget "
             f"({', '.join(f'{k} {v:.4g}' for k, v in budget.items()) or 'none'}); the runs differ in "
             f"{first.study.axis} only (and in the seed: each seed draws the same initial weights and data order "
-            f"for every value). Final {metric}: the last validation of each run.\n\n"
+            f"for every value). Final {metric}: the last validation of each run.{longer}\n\n"
             f"{table(by_value, metric, first.study.axis)}\n\n"
             f"![{metric} against FLOPs](val_vs_flops.png)\n![{metric} against wall time](val_vs_seconds.png)\n")
     report = folder / "report.md"

@@ -77,8 +77,14 @@ class TinyShakespeare(ZooDataModule):
     def dataset(self, split: str) -> Dataset:
         """Random windows: ``train_batches`` global batches of the train split, or ``val_batches``
         of the val split (for val and test alike)."""
-        train = split == "train"
-        batches, seed = (self.train_batches, self.seed) if train else (self.val_batches, self.seed + 1)
-        windows = RandomWindows(self.splits["train" if train else "val"], self.block_size, batches * self.batch_size,
-                                seed)
+        if split == "train":
+            windows = RandomWindows(self.splits["train"], self.block_size, self.train_batches * self.batch_size,
+                                    self.seed)
+        else:
+            windows = self.val_windows(self.block_size)
         return windows if self.batch_type is TokenWindows else Unpadded(windows)
+
+    def val_windows(self, length: int) -> RandomWindows:
+        """The validation's ``val_batches`` x ``batch_size`` windows of the val split, each ``length``
+        tokens (at ``block_size``: the validation's own; longer: a length-extrapolation evaluation)."""
+        return RandomWindows(self.splits["val"], length, self.val_batches * self.batch_size, self.seed + 1)

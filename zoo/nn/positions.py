@@ -18,6 +18,10 @@ from torch import Tensor, nn
 from zoo.nn.masks import tile
 
 
+class TableEnd(ValueError):
+    """A position table that cannot be computed further (a trained one): its message says what it is."""
+
+
 def _check_length(start: int, length: int, max_len: int) -> None:
     if start + length > max_len:
         raise ValueError(
@@ -38,6 +42,10 @@ class LearnedPositions(nn.Module):
         """Vectors for positions start..start+length-1: (length, D)."""
         _check_length(start, length, self.max_len)
         return self.weight[start : start + length]
+
+    def longer(self, max_len: int) -> LearnedPositions:
+        """A trained table has no vector past its end: refused (:class:`TableEnd`)."""
+        raise TableEnd(f"a learned table of {self.max_len}")
 
 
 RESAMPLING = ("bicubic", "bicubic_antialias")
@@ -83,12 +91,16 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, layout: str = "interleaved"):
         super().__init__()
-        self.max_len = max_len
+        self.max_len, self.layout = max_len, layout
         self.register_buffer("weight", sinusoids(max_len, d_model, layout))
 
     def forward(self, length: int, start: int = 0) -> Tensor:
         _check_length(start, length, self.max_len)
         return self.weight[start : start + length]
+
+    def longer(self, max_len: int) -> SinusoidalPositions:
+        """The same formula computed to ``max_len`` positions (the first rows are this table's)."""
+        return SinusoidalPositions(max_len, self.weight.shape[1], self.layout).to(self.weight.device)
 
 
 class RotaryEmbedding(nn.Module):
@@ -103,7 +115,7 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0, scale: float = 1.0):
         super().__init__()
-        self.max_len = max_len
+        self.max_len, self.base, self.scale = max_len, base, scale
         inv_freq = 1.0 / base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head) / scale
         freqs = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
         angles = torch.cat([freqs, freqs], dim=-1)
@@ -114,6 +126,10 @@ class RotaryEmbedding(nn.Module):
         """(cos, sin), each (length, d_head)."""
         _check_length(start, length, self.max_len)
         return self.cos[start : start + length], self.sin[start : start + length]
+
+    def longer(self, max_len: int) -> RotaryEmbedding:
+        """The same rotation computed to ``max_len`` positions (the first rows are this table's)."""
+        return RotaryEmbedding(self.cos.shape[1], max_len, self.base, self.scale).to(self.cos.device)
 
 
 def rotary_tables(d_head: int, max_len: int, base: float | Sequence[float], n_layers: int,

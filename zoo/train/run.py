@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from zoo.train import compat, run_dir
 from zoo.train.budget import Budget
 from zoo.train.callbacks import SaveOnSigterm, StopOnNonFinite
+from zoo.train.longer_contexts import LongerContexts
 from zoo.objectives.loading import check_resumable
 from zoo.train.checkpoint_io import NamedCheckpointIO
 from zoo.plots import plot_curves
@@ -101,6 +102,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     budget = Budget.from_config(cfg.get("budget"))
     if budget is not None:  # budget.flops=... (or tokens, samples, seconds): stop once it is spent
         callbacks.append(budget)
+    if cfg.get("eval_contexts"):  # eval_contexts=[512,1024]: the val loss at longer contexts, at the end
+        callbacks.append(LongerContexts(cfg.eval_contexts))
     loggers = [hydra.utils.instantiate(c) for c in cfg.get("logger", {}).values()]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers,
                                                  plugins=[NamedCheckpointIO()])

@@ -13,8 +13,9 @@ from conftest import TINY_GPT
 from zoo.cli.commands import call
 from zoo.cli.precheck import Refused, check, check_study
 from zoo.cli.report import runs
-from zoo.cli.study import check_one_axis
+from zoo.cli.study import check_one_axis, run_overrides
 from zoo.config import compose_config
+from zoo.train.run import objective
 
 
 def shipped(name: str = "masks_shakespeare_cpu"):
@@ -26,6 +27,20 @@ def test_the_shipped_masks_study_varies_its_mask_only():
     assert study.axis == "mask" and len(study.seeds) >= 2 and list(study["values"]) == [
         "causal", "local", "local_global", "strided"]
     check("compare", "compare", ["study=masks_shakespeare_cpu"])  # the precheck passes it
+
+
+def test_the_shipped_knobs_study_varies_the_block_only_each_value_s_budget_ending_with_its_schedule():
+    study = shipped("knobs_shakespeare_cpu")
+    assert study.axis == "block" and len(study.seeds) >= 2 and list(study["values"]) == [
+        "baseline", "post_ln", "swiglu", "rmsnorm"]
+    check("compare", "compare", ["study=knobs_shakespeare_cpu"])  # one axis: the precheck passes it
+    for value in study["values"]:  # SwiGLU's d_ff=341: its steps cost what GELU's 512 do, within 0.1%
+        cfg = compose_config(run_overrides(study, value))
+        with open_dict(cfg):
+            cfg.dims = {"vocab_size": 65}  # tinyshakespeare's characters
+        flops = objective(cfg).net.training_flops(cfg.data.batch_size, cfg.model.net.context)
+        assert round(study.budget.flops / flops) == cfg.trainer.max_steps, value
+        assert abs(study.budget.flops / flops / cfg.trainer.max_steps - 1) < 1e-3, value
 
 
 def test_a_study_whose_runs_differ_in_two_axes_is_refused_naming_both():

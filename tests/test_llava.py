@@ -236,6 +236,8 @@ def test_cifar10_captions_from_the_imagefolder_layout(tmp_path):
     data.setup()
     assert sorted({e.answers[0] for e in data.examples["test"]}) == ["a photo of a cat", "a photo of an airplane"]
     assert len(data.examples["train"]) + len(data.examples["val"]) == 6
+    # val and test are read in order: the classes take turns, so that a batch is not one class's
+    assert [e.kind for e in data.examples["test"]] == ["airplane", "cat"] * 3
     with pytest.raises(FileNotFoundError, match="cifar10/train"):
         Cifar10Captions(str(tmp_path / "none"), "c", 2, 32).setup()
 

@@ -8,6 +8,7 @@ names and their captions are given to a contrastive model for zero-shot classifi
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import partial
 
 from zoo.data.image_text import CAPTIONS, Example, ImageTextData
@@ -18,6 +19,19 @@ from zoo.data.tokenizers import WordTokenizer
 def caption(name: str) -> str:
     name = name.replace("_", " ")
     return f"a photo of {'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def interleaved(examples: list[Example]) -> list[Example]:
+    """The examples one class after the other in turn (the first of each class, then the second, ...).
+    Validation and test are read in order: listed class by class, a batch of 64 would hold one class,
+    whose captions are all the same (a contrastive loss at chance, retrieval by ties only), and a
+    run's first validation batches would see the first class alone."""
+    rank = Counter()
+    keyed = []
+    for ex in examples:
+        keyed.append((rank[ex.kind], ex.kind))
+        rank[ex.kind] += 1
+    return [ex for _, ex in sorted(zip(keyed, examples), key=lambda pair: pair[0])]
 
 
 class Cifar10Captions(ImageTextData):
@@ -41,7 +55,7 @@ class Cifar10Captions(ImageTextData):
         self.class_prompts = [caption(name) for name in self.class_names]
         train = splits["train"]
         self.examples = {"train": [ex for i, ex in enumerate(train) if i % 10],
-                         "val": train[::10], "test": splits["test"]}
+                         "val": interleaved(train[::10]), "test": interleaved(splits["test"])}
         self._set_tokenizer_and_dims()
 
     def prepare_data(self) -> None:

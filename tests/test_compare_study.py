@@ -9,11 +9,11 @@ import json
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from conftest import TINY_GPT
+from conftest import ROOT, TINY_GPT
 from zoo.cli.commands import call
 from zoo.cli.precheck import Refused, check, check_study
 from zoo.cli.report import runs
-from zoo.cli.study import check_one_axis, run_overrides
+from zoo.cli.study import check_one_axis, run_overrides, sweep, write_values
 from zoo.config import compose_config
 from zoo.train.run import objective
 
@@ -122,3 +122,18 @@ def test_a_launcher_hydra_does_not_have_is_refused_before_the_study_folder_exist
     with pytest.raises(Refused, match="launcher=jobllib: Hydra has no such launcher here"):
         check("compare", "compare", ["study=masks_shakespeare_cpu", "launcher=jobllib"])
     check("compare", "compare", ["study=masks_shakespeare_cpu", "launcher=basic"])  # Hydra's own
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "conf" / "study").glob("*.yaml")))
+def test_each_shipped_study_s_runs_are_the_configs_its_check_compares(name, tmp_path):
+    # The sweep gives each value as a config-group option and the base on the command line, which
+    # Hydra applies last: a key both set (vision_patch's patch size) must still be the value's.
+    study = shipped(name)
+    configs, command = write_values(study, tmp_path), sweep(study, tmp_path)
+    line = [a for a in command[command.index("--multirun") + 1:] if not a.startswith(("+study_value=", "seed=", "hydra."))]
+    for value in study["values"]:
+        run = compose_config([f"hydra.searchpath=[file://{configs}]", f"+study_value={value}", *line])
+        checked = compose_config(run_overrides(study, value))
+        with open_dict(run):
+            del run["study"]
+        assert OmegaConf.to_container(run) == OmegaConf.to_container(checked), value

@@ -58,15 +58,31 @@ def budget_overrides(study: DictConfig) -> list[str]:
     return [f"budget.{kind}={amount}" for kind, amount in given.items()]
 
 
+def split_base(study: DictConfig) -> tuple[list[str], list[str]]:
+    """The base's overrides as (those for the command line, those of a key some value sets too).
+    A value is an option of a config group, and Hydra applies the command line after every config
+    file: a key the base sets there would win over the value's (patch 8 would run at the base's 4).
+    Such a key goes into each value's file instead, the value's own setting after it."""
+    parser = OverridesParser.create()
+    set_by_values = {o.key_or_group for overrides in study["values"].values()
+                     for o in parser.parse_overrides(list(overrides))}
+    command_line, shared = [], []
+    for line, override in zip(study.base, parser.parse_overrides(list(study.base))):
+        (shared if override.key_or_group in set_by_values else command_line).append(line)
+    return command_line, shared
+
+
 def write_values(study: DictConfig, out: Path) -> Path:
     """Each value as ``out/configs/study_value/VALUE.yaml`` (package _global_: its overrides as
-    nested keys, and ``study: {name, axis, value}``, which each run's config.yaml then holds);
-    returns the folder to put on Hydra's search path. Also ``out/study.yaml``, the study itself."""
+    nested keys, after the base's for the same keys (:func:`split_base`), and ``study: {name, axis,
+    value}``, which each run's config.yaml then holds); returns the folder to put on Hydra's search
+    path. Also ``out/study.yaml``, the study itself."""
     folder = out / "configs" / "study_value"
     folder.mkdir(parents=True, exist_ok=True)
+    shared = split_base(study)[1]
     for name, overrides in study["values"].items():
         tree = OmegaConf.create({"study": {"name": study.name, "axis": study.axis, "value": name}})
-        for override in OverridesParser.create().parse_overrides(list(overrides)):
+        for override in OverridesParser.create().parse_overrides([*shared, *overrides]):
             OmegaConf.update(tree, override.key_or_group, override.value(), merge=True, force_add=True)
         (folder / f"{name}.yaml").write_text("# @package _global_\n" + OmegaConf.to_yaml(tree))
     (out / "study.yaml").write_text(OmegaConf.to_yaml(study))
@@ -79,6 +95,6 @@ def sweep(study: DictConfig, out: Path, launcher: str | None = None, extra: list
     configs = write_values(study, out)
     return [sys.executable, "-m", "zoo", "train", "--multirun", f"hydra.searchpath=[file://{configs.resolve()}]",
             f"+study_value={','.join(study['values'])}", f"seed={','.join(str(s) for s in study.seeds)}",
-            *study.base, *budget_overrides(study), *extra, f"hydra.sweep.dir={out.resolve()}",
+            *split_base(study)[0], *budget_overrides(study), *extra, f"hydra.sweep.dir={out.resolve()}",
             "hydra.sweep.subdir=${hydra.runtime.choices.study_value}/seed_${seed}",
             *([f"hydra/launcher={launcher}"] if launcher else [])]

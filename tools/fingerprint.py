@@ -4,6 +4,7 @@ For each ``conf/model/*.yaml`` that builds under ``--max-params`` parameters (wi
 stand-in dims below), the network is built with a fixed seed, its parameters drawn away from
 their init (``tests/exactness.py``'s ``randomise``), and these are recorded on a fixed batch:
 
+- the initial weights as built (seed 0, as hashes), before the draw;
 - the eval forward, without padding and (families that take it) with padding;
 - ``features`` at the last state, after layer 1 and at layer -2;
 - cached decoding (a prefix, then one position at a time) for decoders;
@@ -35,6 +36,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's zoo, not an i
 from exactness import randomise  # noqa: E402
 from zoo.config import compose_config  # noqa: E402
 from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
+from zoo.models.staged import Staged  # noqa: E402
+from zoo.models.two_tower import TwoTower  # noqa: E402
+from zoo.nn.audio_conv import WaveEmbedder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
 from zoo.nn.embedders import AudioEmbedder, PatchEmbedder, TokenEmbedder, TubeletEmbedder  # noqa: E402
 from zoo.nn.multimodal import MultimodalEmbedder  # noqa: E402
@@ -86,7 +90,18 @@ def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict 
         source = tokens(gen, 20)
         plain = {"source": source, "target": target}
         return plain, plain | {"source_padding": padding(20), "target_padding": padding(12)}
+    if isinstance(net, TwoTower):
+        ids = tokens(gen, 9)
+        ids[:, -1] = net.eos_id if net.eos_id is not None else ids.max()
+        size = net.vision.embedder.image_size
+        plain = {"tokens": ids, "images": torch.randn(BATCH, 3, size, size, generator=gen)}
+        return plain, plain | {"key_padding": torch.ones(BATCH, 9, dtype=torch.bool)}
+    if isinstance(net, Staged):
+        size = net.stages[0].embedder.image_size
+        return {"inputs": torch.randn(BATCH, 3, size, size, generator=gen)}, None
     emb = net.embedder
+    if isinstance(emb, WaveEmbedder):
+        return {"inputs": torch.randn(BATCH, 1600, generator=gen)}, None
     if isinstance(emb, MultimodalEmbedder):
         n = emb.n_image_tokens
         ids = torch.cat([tokens(gen, 3), torch.full((BATCH, n), emb.image_token_id), tokens(gen, 9)], 1)
@@ -145,14 +160,16 @@ def decode_cached(net: nn.Module, kwargs: dict) -> Tensor:
 def is_decoder(net: nn.Module) -> bool:
     if isinstance(net, EncoderDecoder):
         return True
-    return net.name == "decoder" and type(net.embedder) is TokenEmbedder
+    return getattr(net, "name", None) == "decoder" and type(net.embedder) is TokenEmbedder
 
 
 def fingerprint(model: str, overrides: list[str], inference_only: bool = False) -> dict:
-    net = randomise(build(model, overrides), seed=0).eval()
+    net = build(model, overrides)
+    # the initial weights (seed 0, as built): what the first training steps start from
+    found: dict = {"init": {name: digest(t) for name, t in net.state_dict().items()}}
+    net = randomise(net, seed=0).eval()
     gen = torch.Generator().manual_seed(0)
     plain, padded = batch(net, model, gen)
-    found: dict = {}
     with torch.no_grad():
         for name, kwargs in (("plain", plain), ("padded", padded)):
             if kwargs is None:
@@ -160,7 +177,7 @@ def fingerprint(model: str, overrides: list[str], inference_only: bool = False) 
             for i, t in enumerate(tensors(net(**kwargs))):
                 found[f"forward/{name}/{i}"] = t.clone()
         kwargs = padded or plain
-        for layer in (None, 1, -2):
+        for layer in (None, 1, -2) if not isinstance(net, (TwoTower, Staged)) else ():  # no layer features
             found[f"features/{layer}"] = features(net, kwargs, layer).clone()
         if is_decoder(net):
             found["cached"] = decode_cached(net, plain)

@@ -23,6 +23,7 @@ from conftest import ROOT, write_shakespeare
 from test_bad_input_data import MODEL_OF
 from zoo.cli.describe import DIMS, model_names
 from zoo.convert.common import compose_config
+from zoo.nn.parts import with_dims
 from zoo.train.run import build
 
 CONF = ROOT / "conf"
@@ -64,17 +65,28 @@ def _widths(node, block_width: int | None = None, path: str = "") -> dict[str, t
 
 @pytest.mark.parametrize("model", model_names())
 def test_every_model_preset_resolves_and_its_parts_follow_its_block(model):
-    """Relative interpolation follows the preset and an override, in every tower (LLaVA's vision
-    tower keeps its own Block's width)."""
+    """The width a container hands its embedder and head (zoo.nn.parts) follows the preset and an
+    override, in every tower (LLaVA's vision tower keeps its own Block's width)."""
     for width in (None, 48):
         # (the model alone: the default data reads a context, which not every model has)
         cfg = resolved(f"model={model}", *([f"model.net.block.d_model={width}"] if width else []), part="model")
-        widths = _widths(cfg.net)
+        widths = _widths(OmegaConf.create(with_dims(OmegaConf.to_container(cfg.net))))
         assert widths, "no embedder or head reads the Block's width"
         for path, (value, block_width) in widths.items():
             assert value == block_width, f"model={model}: net{path}.d_model={value}, its Block's is {block_width}"
         assert width is None or cfg.net.block.d_model == width
         assert cfg.optim.lr and cfg.init_from is None and cfg.compile is False  # conf/objective/base.yaml
+
+
+def test_a_model_config_states_the_width_and_dropout_once_in_the_block():
+    """Embedders and heads are partials the container builds at its width and dropout: no config
+    restates them, except LLaVA's text embedder (inside the multimodal embedder, which Hydra builds
+    before the language tower: ``${...block.d_model}``)."""
+    restated = re.compile(r"^\s*(d_model|dropout|in_features):\s*\$\{\.+(?:[\w.]+\.)?block\.(d_model|dropout)\}", re.M)
+    found = {str(p.relative_to(CONF)): restated.findall(p.read_text()) for p in CONF.rglob("*.yaml")}
+    assert {name: hits for name, hits in found.items() if hits} == {
+        "model/llava.yaml": [("d_model", "d_model"), ("dropout", "dropout")],
+    }
 
 
 @pytest.mark.parametrize("data", _names("data"))

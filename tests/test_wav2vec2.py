@@ -54,13 +54,14 @@ def test_export_round_trip(kind):
     hf = tiny(kind, False, torch.float32)
     layout = WAV2VEC2 if kind == "wav2vec2" else HUBERT
     zoo = from_transformers(hf, layout=layout).eval()
+    from omegaconf import OmegaConf, open_dict
+    from zoo.convert.common import compose_config, shape_overrides
     from zoo.convert.wav2vec2 import shape
-    values = shape(hf.config.to_dict(), layout)
-    from omegaconf import OmegaConf
-    cfg = OmegaConf.create({})
-    for k, v in values.items():
-        OmegaConf.update(cfg, k, v, force_add=True)
-    net_cfg = OmegaConf.to_container(cfg)
+    # the net config a run stores: model=wav2vec2 in the reference's shape
+    cfg = compose_config(["model=wav2vec2", *shape_overrides(shape(hf.config.to_dict(), layout))])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": hf.config.vocab_size, "pad_id": 0}
+    net_cfg = OmegaConf.to_container(cfg.model.net, resolve=True)
     back, _ = to_hf(zoo, net_cfg, layout.hf_class)
     again = from_transformers(back, layout=layout)
     for name, value in zoo.state_dict().items():

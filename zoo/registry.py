@@ -71,6 +71,7 @@ ALLOWED_TARGETS: frozenset[str] = frozenset({
     "zoo.nn.heads.ClassifierHead",
     "zoo.nn.heads.DistilledHead",
     "zoo.nn.heads.CTCHead",
+    "zoo.nn.heads.ProjectionHead",
     "zoo.nn.detection.DetectionHead",
     "zoo.nn.attention_pool.AttentionPoolHead",
     "zoo.nn.masks.NoMask",

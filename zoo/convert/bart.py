@@ -40,9 +40,8 @@ def bart_shape(config: dict[str, Any], prenorm: bool = False) -> dict[str, Any]:
             f"{c['decoder_attention_heads']}, ffn {c['decoder_ffn_dim']}) differ: both zoo towers share one Block config")
     refuse(c, f"{c.get('model_type', 'BART')} config", tie_word_embeddings=True)
     d, vocab, context = c["d_model"], c["vocab_size"], c["max_position_embeddings"]
-    embedder = {"vocab_size": vocab, "d_model": d, "max_len": context + 2, "positions": "learned",
-                "position_offset": 2, "scale": bool(c.get("scale_embedding", False)), "norm_eps": 1e-5,
-                "dropout": c.get("dropout", 0.1)}
+    embedder = {"vocab_size": vocab, "max_len": context + 2, "positions": "learned",
+                "position_offset": 2, "scale": bool(c.get("scale_embedding", False)), "norm_eps": 1e-5}
     return {
         "n_encoder_layers": c["encoder_layers"],
         "n_decoder_layers": c["decoder_layers"],
@@ -51,7 +50,6 @@ def bart_shape(config: dict[str, Any], prenorm: bool = False) -> dict[str, Any]:
         "share_embeddings": True,
         "tie_embeddings": True,
         **{f"{part}.{k}": v for part in EMBEDDERS for k, v in embedder.items()},
-        "head.d_model": d,
         "head.vocab_size": vocab,
         "head.bias": True,
         "block.d_model": d,

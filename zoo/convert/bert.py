@@ -48,13 +48,11 @@ def dependent(out: dict[str, Any], act: str) -> dict[str, Any]:
     """``out`` (a BERT-like family's plain copies: ``n_layers``, ``context``, ``block.d_model``,
     ``block.norm_eps``, ``embedder.vocab_size``, ...) and every key that follows from them, listed
     explicitly so that they apply to a resolved config too; ``act`` the zoo's activation."""
-    d, eps = out["block.d_model"], out["block.norm_eps"]
+    eps = out["block.norm_eps"]
     return out | {
         "block.activation": act,
-        "embedder.d_model": d,
         "embedder.max_len": out["context"],
         "embedder.norm_eps": eps,
-        "head.d_model": d,
         "head.vocab_size": out["embedder.vocab_size"],
         "head.activation": act,
         "head.norm_eps": eps,
@@ -150,7 +148,7 @@ def from_transformers(hf_model) -> nn.Module:
 def _from_config_and_state(config: dict[str, Any], state: dict[str, Tensor], source: str) -> nn.Module:
     """The checkpoint's shape and also its dropout, so that the zoo BERT trains as the original does."""
     shape = bert_shape(config)
-    dropout = {"block.dropout": config.get("hidden_dropout_prob", 0.1), "embedder.dropout": config.get("hidden_dropout_prob", 0.1),
+    dropout = {"block.dropout": config.get("hidden_dropout_prob", 0.1),
                "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.1)}
     overrides = [f"model.net.{k}={v}" for k, v in (shape | dropout).items()]
     net = build_net("bert", overrides, {"vocab_size": config["vocab_size"]})

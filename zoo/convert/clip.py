@@ -74,19 +74,17 @@ def block_shape(c: dict[str, Any], at_path: str = "") -> dict[str, Any]:
 
 def text_shape(t: dict[str, Any]) -> dict[str, Any]:
     """The text tower (the net itself): depth, Block, token and position tables, context."""
-    d, length = t["hidden_size"], t["max_position_embeddings"]
-    return block_shape(t) | {"context": length, "embedder.vocab_size": t["vocab_size"], "embedder.d_model": d,
-                             "embedder.max_len": length, "head.in_features": d}
+    length = t["max_position_embeddings"]
+    return block_shape(t) | {"context": length, "embedder.vocab_size": t["vocab_size"], "embedder.max_len": length}
 
 
 def vision_shape(v: dict[str, Any]) -> dict[str, Any]:
     """The vision tower (``vision``): depth, Block, patches; its context is its positions."""
-    d, side = v["hidden_size"], v["image_size"] // v["patch_size"]
+    side = v["image_size"] // v["patch_size"]
     return block_shape(v, "vision.") | {
         "vision.context": side * side + 1, "vision.embedder.image_size": v["image_size"],
         "vision.embedder.patch_size": v["patch_size"], "vision.embedder.channels": v.get("num_channels", 3),
-        "vision.embedder.d_model": d, "vision.embedder.norm_eps": v.get("layer_norm_eps", 1e-5),
-        "vision.head.in_features": d}
+        "vision.embedder.norm_eps": v.get("layer_norm_eps", 1e-5)}
 
 
 def clip_shape(config: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
 from zoo.convert.paths import inside
 from zoo.models import size
+from zoo.nn.parts import PART_DIMS
 from zoo.nn.tower import without_unread
 
 
@@ -58,7 +59,15 @@ def shape_overrides(shape: dict[str, Any], prefix: str = "model.net") -> list[st
     (a whole mask) replaces what was there (deleted, then added), as :func:`init_net` applies it."""
     return [override for key, value in shape.items() for override in (
         [f"~{prefix}.{key}", f"+{prefix}.{key}={hydra_value(value)}"] if isinstance(value, dict)
-        else [f"{prefix}.{key}={hydra_value(value)}"])]
+        else [f"{'++' if handed(key) else ''}{prefix}.{key}={hydra_value(value)}"])]
+
+
+def handed(key: str) -> bool:
+    """Whether ``key`` (a path under the net) is a dimension a container hands its part
+    (``embedder.dropout``): the part's config holds it only where it differs from the Block's
+    (GPT-Neo's embedding dropout), so an override adds it (``++``)."""
+    *parent, name = key.split(".")
+    return bool(parent) and (parent[-1].endswith("embedder") or parent[-1] == "head") and name in PART_DIMS
 
 
 class FolderConfig(dict):

@@ -158,10 +158,10 @@ class Decoder:
 
     def lm_shape(self, config: dict[str, Any]) -> dict[str, Any]:
         """:meth:`shape` plus the keys of ``model=<model>`` that depend on it (for a resolved config)."""
-        d, vocab = config["hidden_size"], config["vocab_size"]
+        vocab = config["vocab_size"]
         return self.shape(config) | {
-            "embedder.vocab_size": vocab, "embedder.d_model": d, "embedder.max_len": config["max_position_embeddings"],
-            "head.d_model": d, "head.vocab_size": vocab,
+            "embedder.vocab_size": vocab, "embedder.max_len": config["max_position_embeddings"],
+            "head.vocab_size": vocab,
         }
 
     def state_dict(self, hf: dict[str, Tensor], n_layers: int, embed: str = "embedder.tokens.weight",

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
 from zoo.convert.family import Family, at
+from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
 FAMILIES: dict[str, Family] = by_class()  # by transformers class, each declared in its converter module
@@ -62,7 +63,7 @@ def hf_config(family: Family, net: dict[str, Any], settings: dict[str, Any] | No
     e.g. ``{"eos_token_id": 2}``), checked against the import's shape."""
     import transformers
 
-    net = _head_size(net)
+    net = with_dims(_head_size(net))  # the widths and dropout the containers hand their parts, stated
     values = {key: at(net, path) for key, path in family.keys.items()}
     if family.activation_key is not None:
         act = at(net, "block.activation")

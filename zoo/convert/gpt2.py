@@ -37,9 +37,7 @@ def gpt2_shape(config: dict[str, Any]) -> dict[str, Any]:
         "tie_embeddings": bool(out["tie_embeddings"]),
         "block.d_ff": out["block.d_ff"] or 4 * d,
         "block.activation": ACTIVATIONS[act],
-        "embedder.d_model": d,
         "embedder.max_len": out["context"],
-        "head.d_model": d,
         "head.vocab_size": out["embedder.vocab_size"],
     }
 

@@ -61,10 +61,8 @@ def gpt_neo_shape(config: dict[str, Any]) -> dict[str, Any]:
         "block.dropout": config.get("resid_dropout", 0.0),
         "block.attn_dropout": config.get("attention_dropout", 0.0),
         "embedder.vocab_size": vocab,
-        "embedder.d_model": d,
         "embedder.max_len": context,
         "embedder.dropout": config.get("embed_dropout", 0.0),
-        "head.d_model": d,
         "head.vocab_size": vocab,
     }
 

@@ -74,10 +74,7 @@ def gpt_neox_shape(config: dict[str, Any]) -> dict[str, Any]:
         "block.parallel": bool(out["block.parallel"]),
         "block.activation": ACTIVATIONS[act],
         "block.bias_q": bias, "block.bias_k": bias, "block.bias_v": bias, "block.bias_out": bias,
-        "embedder.dropout": out["block.dropout"],
-        "embedder.d_model": d,
         "embedder.max_len": out["context"],
-        "head.d_model": d,
         "head.vocab_size": vocab,
     }
 

@@ -37,7 +37,6 @@ def clip_vision_shape(v: dict[str, Any], feature_layer: int, strategy: str) -> d
         "model.embedder.image_size": v["image_size"],
         "model.embedder.patch_size": v["patch_size"],
         "model.embedder.channels": v.get("num_channels", 3),
-        "model.embedder.d_model": d,
         "model.embedder.norm_eps": eps,
         "model.block.d_model": d,
         "model.block.n_heads": v["num_attention_heads"],
@@ -65,7 +64,7 @@ def llava_shape(config: dict[str, Any]) -> dict[str, Any]:
         "embedder.image_token_id": config.get("image_token_id", config.get("image_token_index")),
         "embedder.text.vocab_size": vocab, "embedder.text.d_model": d,
         "embedder.text.max_len": text["max_position_embeddings"],
-        "head.d_model": d, "head.vocab_size": vocab,
+        "head.vocab_size": vocab,
     }
 
 

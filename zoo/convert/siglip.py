@@ -36,8 +36,7 @@ def siglip_shape(config: dict[str, Any]) -> dict[str, Any]:
         "head.out_features": width,
         "vision.context": side * side, "vision.embedder.image_size": v["image_size"],
         "vision.embedder.patch_size": v["patch_size"], "vision.embedder.channels": v.get("num_channels", 3),
-        "vision.embedder.d_model": d,
-        "vision.head.d_model": d, "vision.head.n_heads": v["num_attention_heads"], "vision.head.d_ff": v["intermediate_size"],
+        "vision.head.n_heads": v["num_attention_heads"], "vision.head.d_ff": v["intermediate_size"],
         "vision.head.activation": vision["vision.block.activation"], "vision.head.norm_eps": vision["vision.block.norm_eps"]}
 
 

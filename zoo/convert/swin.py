@@ -44,8 +44,8 @@ def swin_shape(config: dict[str, Any]) -> dict[str, Any]:
         "block.bias_q": bias, "block.bias_k": bias, "block.bias_v": bias, "block.dropout": dropout,
         "block.attn_dropout": config.get("attention_probs_dropout_prob", 0.0),
         "embedder.image_size": config["image_size"], "embedder.patch_size": config["patch_size"],
-        "embedder.channels": config.get("num_channels", 3), "embedder.d_model": d,
-        "embedder.norm_eps": EMBEDDINGS_EPS, "embedder.dropout": dropout,
+        "embedder.channels": config.get("num_channels", 3),
+        "embedder.norm_eps": EMBEDDINGS_EPS,
         "head.num_classes": len(config.get("id2label") or {0: 0, 1: 1}),  # transformers' default: 2 labels
     }
 

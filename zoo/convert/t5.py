@@ -46,7 +46,7 @@ def t5_shape(config: dict, tied: bool) -> dict[str, Any]:
     scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))
     d, vocab, dropout = config["d_model"], config["vocab_size"], config.get("dropout_rate", 0.1)
     context = config.get("n_positions", 512)  # T5 has no limit; 512 is its training length
-    embedder = {"vocab_size": vocab, "d_model": d, "max_len": context, "dropout": dropout}
+    embedder = {"vocab_size": vocab, "max_len": context}
     bias = {"n_heads": config["num_heads"], "num_buckets": config.get("relative_attention_num_buckets", 32),
             "max_distance": config.get("relative_attention_max_distance", 128)}
     return {
@@ -66,7 +66,6 @@ def t5_shape(config: dict, tied: bool) -> dict[str, Any]:
         "block.ffn_dropout": dropout,
         **{f"{part}.{k}": v for part in ("encoder_embedder", "decoder_embedder") for k, v in embedder.items()},
         **{f"{part}.{k}": v for part in ("encoder_bias", "decoder_bias") for k, v in bias.items()},
-        "head.d_model": d,
         "head.vocab_size": vocab,
         "head.scale": d ** -0.5 if scaled else 1.0,
     }

@@ -103,9 +103,6 @@ def vit_shape(config: dict[str, Any]) -> dict[str, Any]:
         "embedder.image_size": config["image_size"],
         "embedder.patch_size": config["patch_size"],
         "embedder.channels": config.get("num_channels", 3),
-        "embedder.d_model": d,
-        "embedder.dropout": dropout,
-        "head.d_model": d,
         "head.num_classes": len(config.get("id2label") or {0: 0, 1: 1}),  # transformers' default: 2 labels
     }
 
@@ -241,9 +238,9 @@ def timm_shape(sd: dict[str, Tensor], n_heads: int, global_pool: str = "token", 
         "block.d_model": d_model, "block.n_heads": n_heads, "block.d_ff": sd["blocks.0.mlp.fc1.weight"].shape[0],
         "block.norm_eps": eps, "block.bias_q": qkv_bias, "block.bias_k": qkv_bias, "block.bias_v": qkv_bias,
         "embedder.image_size": side * patch, "embedder.patch_size": patch, "embedder.channels": channels,
-        "embedder.d_model": d_model, "embedder.cls_token": has_cls, "embedder.bias": "patch_embed.proj.bias" in sd,
+        "embedder.cls_token": has_cls, "embedder.bias": "patch_embed.proj.bias" in sd,
         "embedder.norm_eps": eps if "norm_pre.weight" in sd else None,
-        "head.d_model": d_model, "head.num_classes": sd["head.weight"].shape[0],
+        "head.num_classes": sd["head.weight"].shape[0],
         "head.pool": "cls" if global_pool == "token" else "mean", "head.prefix_tokens": int(has_cls),
         "head.norm_eps": eps if "fc_norm.weight" in sd else None,
     }

@@ -49,8 +49,6 @@ def video_shape(config: dict[str, Any], tubelet: int, patch: int, qkv_bias: bool
         "embedder.frames": config["num_frames"],
         "embedder.image_size": _square(config["image_size"], "image_size"),
         "embedder.channels": config["num_channels"],
-        "embedder.d_model": d,
-        "head.d_model": d,
         "head.num_classes": len(config["id2label"]),
     }
 

@@ -16,6 +16,7 @@ from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
 from zoo.nn.masks import CausalMask, NoMask
+from zoo.nn.parts import Part, build_embedder, build_head
 from zoo.nn.positions import RotaryEmbedding
 from zoo.nn.tower import Tower, towers_of
 
@@ -42,7 +43,8 @@ class EncoderDecoder(nn.Module):
 
     Args:
         encoder_embedder: source -> (B, S, D) (tokens, log-mel frames, ...).
-        decoder_embedder: target ids -> (B, T, D).
+        decoder_embedder: target ids -> (B, T, D). Either, and the head, may be a partial, built
+            at the Block's width (and dropout: the embedders; ``zoo.nn.parts``).
         block: Block knobs of both towers.
         n_encoder_layers, n_decoder_layers: depth of each tower.
         head: (B, T, D) -> logits (B, T, V).
@@ -61,12 +63,12 @@ class EncoderDecoder(nn.Module):
 
     def __init__(
         self,
-        encoder_embedder: nn.Module,
-        decoder_embedder: nn.Module,
+        encoder_embedder: Part,
+        decoder_embedder: Part,
         block: BlockConfig,
         n_encoder_layers: int,
         n_decoder_layers: int,
-        head: nn.Module,
+        head: Part,
         context: int,
         final_norm: bool = True,
         tie_embeddings: bool = False,
@@ -80,6 +82,10 @@ class EncoderDecoder(nn.Module):
         init_std: float = 0.02,
     ):
         super().__init__()
+        # the parts first, in the order Hydra built them in before they were partials (the same
+        # initial weights for a seed)
+        encoder_embedder, decoder_embedder = build_embedder(encoder_embedder, block), build_embedder(decoder_embedder, block)
+        head = build_head(head, block.d_model)
         rope = RotaryEmbedding(block.d_head, context, rotary_base) if rotary else None
         self.encoder = Tower(encoder_embedder, block, n_encoder_layers, NoMask() if encoder_mask is None else encoder_mask,
                              "encoder", final_norm=final_norm, rope=rope, bias=encoder_bias)

@@ -16,6 +16,7 @@ from zoo.models.features import tower_features
 from zoo.nn.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
+from zoo.nn.parts import Part, build_embedder, build_head
 from zoo.nn.positions import rotary_tables, rotary_width
 from zoo.nn.tower import Tower, drop_unread_layers, towers_of
 
@@ -42,12 +43,13 @@ class Model(Tower):
     """One tower of Blocks between an embedder and a head.
 
     Args:
-        embedder: input -> (B, L, D), e.g. ``TokenEmbedder``.
+        embedder: input -> (B, L, D), e.g. ``TokenEmbedder``; a partial is built at the Block's
+            width and dropout (``zoo.nn.parts``: a family config states them once, in the Block).
         mask: a mask from ``zoo.nn.masks`` (``CausalMask()``, ``NoMask()``, ...), or
             ``PerLayer([...])``, a pattern of them repeated over the layers.
         block: the Block's shape and knobs, shared by all layers.
         n_layers: number of Blocks.
-        head: (B, L, D) -> outputs, e.g. ``LMHead``.
+        head: (B, L, D) -> outputs, e.g. ``LMHead``; a partial is built at the Block's width.
         final_norm: a norm after the last Block (pre-LN models have one).
         tie_embeddings: the head's matrix is the token embedding's.
         rotary: rotary positions inside attention (positions then are not in the embedder).
@@ -73,11 +75,11 @@ class Model(Tower):
 
     def __init__(
         self,
-        embedder: nn.Module,
+        embedder: Part,
         mask,
         block: BlockConfig,
         n_layers: int,
-        head: nn.Module,
+        head: Part,
         context: int,
         final_norm: bool = True,
         tie_embeddings: bool = False,
@@ -90,6 +92,9 @@ class Model(Tower):
         attention_backend: str = "sdpa",
         first_attn_norm: bool = True,
     ):
+        # the parts first, embedder then head: the order Hydra built them in before they were
+        # partials, so a seed draws the same initial weights
+        embedder, head = build_embedder(embedder, block), build_head(head, block.d_model)
         rope = rotary_tables(rotary_width(block.d_head, rotary_fraction), context, rotary_base, n_layers,
                              rotary_scale) \
             if rotary else None

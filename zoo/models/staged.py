@@ -13,7 +13,7 @@ mask pictures and the FLOPs count go through them as through any other container
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from torch import Tensor, nn
@@ -23,6 +23,7 @@ from zoo.nn.block import BlockConfig
 from zoo.nn.flops import linear_flops, tower_flops, training_flops
 from zoo.nn.masks import PerLayer
 from zoo.nn.merging import PatchMerging
+from zoo.nn.parts import Part, build_embedder, build_head
 from zoo.nn.relative_bias import WindowRelativeBias
 from zoo.nn.tower import Tower, towers_of
 from zoo.nn.windows import ShiftedWindowMask
@@ -39,7 +40,7 @@ class Staged(nn.Module):
 
     Args:
         embedder: images -> (B, H * W, D) patch vectors, no CLS (``PatchEmbedder``); its image size
-            fixes every stage's grid.
+            fixes every stage's grid. A partial is built at the first stage's width and dropout.
         block: the first stage's Block; stage i is 2^i times as wide (``d_model``, ``d_ff``) with
             ``heads[i]`` heads.
         depths: the Blocks of each stage.
@@ -51,11 +52,12 @@ class Staged(nn.Module):
         init_std: std of the normal initialisation.
     """
 
-    def __init__(self, embedder: nn.Module, block: BlockConfig, depths: Sequence[int], heads: Sequence[int],
-                 window: int, head: Callable[..., nn.Module], final_norm: bool = True, init_std: float = 0.02):
+    def __init__(self, embedder: Part, block: BlockConfig, depths: Sequence[int], heads: Sequence[int],
+                 window: int, head: Part, final_norm: bool = True, init_std: float = 0.02):
         super().__init__()
         if len(depths) != len(heads):
             raise ValueError(f"depths={list(depths)} and heads={list(heads)}: give one number of heads per stage")
+        embedder = build_embedder(embedder, block)
         grid, stages = embedder.grid(None), []
         for i, (depth, n_heads) in enumerate(zip(depths, heads)):
             cfg = replace(block, d_model=block.d_model * 2 ** i, d_ff=block.d_ff * 2 ** i, n_heads=n_heads)
@@ -68,7 +70,8 @@ class Staged(nn.Module):
                                    for j in range(depth))
             stages.append(Tower(embedder, cfg, depth, PerLayer(masks[: 1 + bool(shift)]), f"stage{i + 1}",
                                 final_norm=final_norm and i == len(depths) - 1, bias=biases))
-        self.stages, self.head = nn.ModuleList(stages), head(d_model=stages[-1].stack.blocks[0].attn.out.out_features)
+        self.stages = nn.ModuleList(stages)
+        self.head = build_head(head, stages[-1].stack.blocks[0].attn.out.out_features)
         self.context = stages[0].embedder.output_length(None)  # the positions of the first stage
         self.n_layers = sum(depths)
         init_weights([self.stages, self.head], init_std, self.n_layers)

@@ -8,6 +8,15 @@ from torch import Tensor, nn
 from zoo.nn.feedforward import get_activation
 
 
+class ProjectionHead(nn.Linear):
+    """Vectors (..., D) -> vectors of another space (..., out_features), one matrix: CLIP's text
+    and visual projections. A Linear (its state: ``weight``, ``bias``) that takes its input width
+    from the container, as every head does (``zoo.nn.parts``)."""
+
+    def __init__(self, d_model: int, out_features: int, bias: bool = False):
+        super().__init__(d_model, out_features, bias=bias)
+
+
 class LMHead(nn.Module):
     """Vectors -> next-token logits (B, L, V). ``scale`` multiplies the input first
     (T5 v1.0 scales by d_model^-0.5 when the head is tied to the embedding); ``softcap`` c

@@ -62,8 +62,8 @@ def inputs(net: nn.Module, model: str, gen: torch.Generator) -> dict:
     if isinstance(getattr(net, "embedder", None), WaveEmbedder):  # 0.2 s at 16 kHz; the second one ends in padding
         waves, real = torch.randn(BATCH, 3200, generator=gen), torch.ones(BATCH, 3200, dtype=torch.bool)
         real[1, 2400:] = False
-        padding = net.embedder.output_padding(real)
-        return {"inputs": waves, "key_padding": padding, "padding": padding}
+        valid = net.embedder.output_padding(real)  # (not `padding`: that name is fingerprint's, used above)
+        return {"inputs": waves, "key_padding": valid, "padding": valid}
     if isinstance(net, Staged):
         side = net.stages[0].embedder.image_size
         return {"inputs": torch.randn(BATCH, 3, side, side, generator=gen)}

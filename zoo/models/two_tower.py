@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from zoo.models.model import Model
 from zoo.nn.flops import linear_flops, tower_flops, training_flops
-from zoo.nn.token_pool import check_rule, pooled_positions
+from zoo.nn.token_pool import check_rule, pick, pooled_index
 
 
 class TwoTower(Model):
@@ -54,14 +54,13 @@ class TwoTower(Model):
 
     def encode_text(self, tokens: Tensor, key_padding: Tensor | None = None) -> Tensor:
         """tokens (B, L) ids, key_padding (B, L) True at real tokens -> text vectors (B, P), not normalised."""
-        keep = pooled_positions(self.text_pool, tokens, tokens.shape[1], self.eos_id)
-        return super().forward(tokens, key_padding, keep=keep)
+        x = self.hidden(tokens, key_padding)  # (B, L, D)
+        return self.head(pick(x, pooled_index(self.text_pool, tokens, tokens.shape[1], self.eos_id)))
 
     def encode_image(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> image vectors (B, P), not normalised."""
-        keep = None if self.vision_pool is None else \
-            pooled_positions(self.vision_pool, images, self.vision.output_length(images))
-        return self.vision(images, keep=keep)
+        x = self.vision.hidden(images)  # (B, L, D)
+        return self.vision.head(x if self.vision_pool is None else pick(x, pooled_index(self.vision_pool, images, x.shape[1])))
 
     def similarity(self, image_vectors: Tensor, text_vectors: Tensor) -> Tensor:
         """(N, P) image and (M, P) text vectors -> logits per image (N, M): the cosine of each pair,

@@ -40,6 +40,12 @@ def window_layout(grid: tuple[int, int], window: int, shift: int) -> tuple[Tenso
     return windows, region, rows % window, columns % window
 
 
+# (grid, window, shift) -> each cell's window and region (CPU), laid out once, when a mask is made:
+# the layout picks cells with `nonzero`, whose data-dependent shape would stop torch.compile's graph
+# in every forward. Kept outside the masks, which compare by their plain values.
+_LAYOUTS: dict[tuple[tuple[int, int], int, int], tuple[Tensor, Tensor]] = {}
+
+
 class ShiftedWindowMask(Mask):
     """A patch sees the patches of its own window of the padded grid rolled by ``-shift`` (Swin's even
     layers: shift 0; odd layers: window // 2), and within it only those of its own region.
@@ -60,6 +66,12 @@ class ShiftedWindowMask(Mask):
             raise ValueError(f"ShiftedWindowMask window={window!r}, shift={shift!r}: give a window >= 1 and "
                              f"0 <= shift < window")
         self.grid, self.window, self.shift = (int(grid[0]), int(grid[1])), window, shift
+        if self._key not in _LAYOUTS:
+            _LAYOUTS[self._key] = window_layout(self.grid, window, shift)[:2]
+
+    @property
+    def _key(self) -> tuple[tuple[int, int], int, int]:
+        return self.grid, self.window, self.shift
 
     @property
     def zero_keys(self) -> int:
@@ -76,6 +88,6 @@ class ShiftedWindowMask(Mask):
             raise ValueError(f"ShiftedWindowMask over a {self.grid[0]}x{self.grid[1]} grid takes {length} queries over "
                              f"{length} (+ {self.zero_keys} padding) keys, got {q_len} over {k_len}: give the model "
                              f"images of its image_size")
-        windows, region, _, _ = (t.to(device) for t in window_layout(self.grid, self.window, self.shift))
+        windows, region = (t.to(device) for t in _LAYOUTS[self._key])
         sees = (windows[:q_len, None] == windows[None, :]) & (region[:q_len, None] == region[None, :])
         return sees[:, :k_len]

@@ -61,11 +61,11 @@ def main() -> None:
                 return F.cross_entropy(net(inputs, key_padding=padding).flatten(0, 1), labels.flatten())
             return F.cross_entropy(net(inputs, key_padding=padding, keep=selected), tokens[selected])
 
-        return make_step(net, loss, a.dtype)
+        return make_step(net, loss, a.dtype, compile=a.compile)
 
     def hf():
         ref = transformers.BertForMaskedLM(cfg).to(a.device).train()
-        return make_step(ref, lambda: ref(input_ids=inputs, labels=labels).loss, a.dtype)
+        return make_step(ref, lambda: ref(input_ids=inputs, labels=labels).loss, a.dtype, compile=a.compile)
 
     def xt():
         net = x_transformers.TransformerWrapper(
@@ -73,7 +73,7 @@ def main() -> None:
             attn_layers=x_transformers.Encoder(dim=a.width, depth=a.layers, heads=a.heads, attn_dim_head=a.width // a.heads,
                                                ff_mult=4, pre_norm=False),
         ).to(a.device).train()
-        return make_step(net, lambda: F.cross_entropy(net(inputs, mask=padding).flatten(0, 1), labels.flatten()), a.dtype)
+        return make_step(net, lambda: F.cross_entropy(net(inputs, mask=padding).flatten(0, 1), labels.flatten()), a.dtype, compile=a.compile)
 
     shape = (f"{a.layers} layers, {a.width} wide, {a.heads} heads, seq {a.seq}, batch {a.batch}, vocab {a.vocab}, "
              f"{int(selected.sum())} masked")

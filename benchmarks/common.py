@@ -55,9 +55,10 @@ def peer(module: str):
         sys.path[:] = path
 
 
-def add_run_args(p: argparse.ArgumentParser, steps: int = 10, compile: bool = False) -> None:
-    """The options every benchmark has: how long to time, and on what; ``compile=True`` adds
-    ``--compile`` (for a benchmark that passes ``a.compile`` on to :func:`make_step` for every model)."""
+def add_run_args(p: argparse.ArgumentParser, steps: int = 10) -> None:
+    """The options every benchmark has: how long to time, on what, and whether compiled (every
+    benchmark passes ``a.compile`` on to :func:`make_step` for each of its models, the zoo's and
+    the peers' alike: compiled against compiled)."""
     p.add_argument("--steps", type=int, default=steps, help="timed rounds (each model steps once per round)")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -65,9 +66,8 @@ def add_run_args(p: argparse.ArgumentParser, steps: int = 10, compile: bool = Fa
                    help="fp32, or autocast to bf16/fp16 around the forward pass (weights stay fp32)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also profile one training step of each model (torch.profiler) and print its top N ops")
-    if compile:
-        p.add_argument("--compile", action="store_true",
-                       help="torch.compile every model (in its first warm-up round, which is not timed)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile every model, the peers' too (in its first warm-up round, which is not timed)")
 
 
 def make_step(model: nn.Module, loss_fn: StepFn, dtype: str = "fp32", lr: float = 1e-4,

@@ -73,12 +73,12 @@ def main() -> None:
 
     def zoo():
         net = converter.from_transformers(reference()).to(a.device).train()
-        return make_step(net, lambda: F.cross_entropy(net(tokens).flatten(0, 1), targets.flatten()), a.dtype)
+        return make_step(net, lambda: F.cross_entropy(net(tokens).flatten(0, 1), targets.flatten()), a.dtype, compile=a.compile)
 
     def hf():
         ref = reference().to(a.device)
         return make_step(ref, lambda: F.cross_entropy(ref(input_ids=tokens).logits.flatten(0, 1),
-                                                      targets.flatten()), a.dtype)
+                                                      targets.flatten()), a.dtype, compile=a.compile)
 
     extra = {"qwen3": "qk-norm", "gemma3": f"window {a.window} on 5 of every 6 layers, qk-norm, sandwich norms",
              "mixtral": f"{a.experts} experts of {a.ff}, top-{a.top_k}"}[a.family]

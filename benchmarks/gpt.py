@@ -38,7 +38,7 @@ def main() -> None:
     p.add_argument("--context", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--vocab", type=int, default=65)
-    add_run_args(p, compile=True)
+    add_run_args(p)
     a = p.parse_args()
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=a.vocab, n_positions=a.context, n_embd=a.width, n_layer=a.layers,

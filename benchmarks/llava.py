@@ -59,7 +59,7 @@ def main() -> None:
 
     def lm_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), targets.flatten()), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), targets.flatten()), a.dtype, compile=a.compile)
 
     def zoo():
         net = build_net("llava", shape_overrides(llava_shape(cfg.to_dict())),

@@ -68,12 +68,12 @@ def main() -> None:
             cfg_dict = cfg.to_dict()
             net = build_net("mistral", shape_overrides(MISTRAL.shape(cfg_dict)) + backend,
                             {"vocab_size": a.vocab}).to(a.device).train()
-            return make_step(net, lambda: F.cross_entropy(net(tokens).flatten(0, 1), targets.flatten()), a.dtype)
+            return make_step(net, lambda: F.cross_entropy(net(tokens).flatten(0, 1), targets.flatten()), a.dtype, compile=a.compile)
 
         def hf():
             ref = transformers.MistralForCausalLM(cfg).to(a.device).train()
             return make_step(ref, lambda: F.cross_entropy(ref(input_ids=tokens).logits.flatten(0, 1),
-                                                          targets.flatten()), a.dtype)
+                                                          targets.flatten()), a.dtype, compile=a.compile)
 
         zoo_name, reference, extra = "zoo Mistral", "MistralForCausalLM", f"{a.kv_heads} kv heads"
     else:
@@ -93,11 +93,11 @@ def main() -> None:
                     return F.cross_entropy(net(inputs).flatten(0, 1), labels.flatten())
                 return F.cross_entropy(net(inputs, keep=selected), tokens[selected])
 
-            return make_step(net, loss, a.dtype)
+            return make_step(net, loss, a.dtype, compile=a.compile)
 
         def hf():
             ref = transformers.ModernBertForMaskedLM(cfg).to(a.device).train()
-            return make_step(ref, lambda: ref(input_ids=inputs, labels=labels).loss, a.dtype)
+            return make_step(ref, lambda: ref(input_ids=inputs, labels=labels).loss, a.dtype, compile=a.compile)
 
         zoo_name, reference = "zoo ModernBERT (MaskedLM)", "ModernBertForMaskedLM"
         extra = f"global every 3rd layer, {int(selected.sum())} masked{', full head' if a.full_head else ''}"

@@ -40,7 +40,7 @@ def main() -> None:
         net = hydra.utils.instantiate(cfg.model.net).to(a.device).train()
         context = cfg.model.net.context
         x = torch.randint(0, VOCAB, (a.batch, context + 1), device=a.device)
-        return make_step(net, lambda: F.cross_entropy(net(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten()), a.dtype)
+        return make_step(net, lambda: F.cross_entropy(net(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten()), a.dtype, compile=a.compile)
 
     compare("gpt_local_recipe", f"4 layers, 128 wide, context 512, batch {a.batch}", "window 64 x 3 + causal, blocks",
             lambda: step([]), {"dense causal, sdpa": lambda: step(DENSE)}, a)

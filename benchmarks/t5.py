@@ -61,7 +61,7 @@ def main() -> None:
     def zoo():
         net = build_net("t5", shape_overrides(t5_shape(cfg.to_dict(), tied=not v11)), {"vocab_size": a.vocab - EXTRA})
         net = net.to(a.device).train()
-        return make_step(net, lambda: F.cross_entropy(net(src, tgt_in, mask).flatten(0, 1), tgt_out.flatten()), a.dtype)
+        return make_step(net, lambda: F.cross_entropy(net(src, tgt_in, mask).flatten(0, 1), tgt_out.flatten()), a.dtype, compile=a.compile)
 
     def hf():
         ref = transformers.T5ForConditionalGeneration(cfg).to(a.device).train()
@@ -70,7 +70,7 @@ def main() -> None:
             logits = ref(input_ids=src, attention_mask=mask.long(), decoder_input_ids=tgt_in).logits
             return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
 
-        return make_step(ref, loss, a.dtype)
+        return make_step(ref, loss, a.dtype, compile=a.compile)
 
     def xt():
         tgt = torch.cat([tgt_in, tgt_out[:, -1:]], dim=1)  # it trains on tgt[:, :-1] -> tgt[:, 1:]
@@ -81,7 +81,7 @@ def main() -> None:
         net = x_transformers.XTransformer(
             dim=a.width, tie_token_emb=True, **{f"{side}_{k}": v for side in ("enc", "dec") for k, v in stack.items()})
         net = net.to(a.device).train()
-        return make_step(net, lambda: net(src, tgt, mask=mask), a.dtype)
+        return make_step(net, lambda: net(src, tgt, mask=mask), a.dtype, compile=a.compile)
 
     shape = (f"{a.variant}, {a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, FFN {a.ff}, "
              f"vocab {a.vocab}, batch {a.batch} x ({a.source} -> {a.target})")

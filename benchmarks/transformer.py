@@ -48,7 +48,7 @@ def main() -> None:
 
     def seq2seq_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), tgt_out.flatten()), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), tgt_out.flatten()), a.dtype, compile=a.compile)
 
     def zoo():
         shape = {"n_encoder_layers": a.layers, "n_decoder_layers": a.layers, "context": context,
@@ -75,7 +75,7 @@ def main() -> None:
         net = x_transformers.XTransformer(
             dim=a.width, tie_token_emb=True, **{f"{side}_{k}": v for side in ("enc", "dec") for k, v in stack.items()})
         net = net.to(a.device).train()
-        return make_step(net, lambda: net(src, tgt, mask=mask), a.dtype)
+        return make_step(net, lambda: net(src, tgt, mask=mask), a.dtype, compile=a.compile)
 
     shape = (f"{a.layers}+{a.layers} layers, {a.width} wide, {a.heads} heads, FFN {a.ff}, vocab {a.vocab}, "
              f"batch {a.batch} x ({a.source} -> {a.target})")

@@ -55,7 +55,7 @@ def main() -> None:
 
     def classifier_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model), y), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model), y), a.dtype, compile=a.compile)
 
     def zoo():
         return classifier_step(video_net(a.family, shape(cfg.to_dict())), lambda m: m(x))

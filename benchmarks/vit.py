@@ -45,7 +45,7 @@ def main() -> None:
 
     def classifier_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model), y), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model), y), a.dtype, compile=a.compile)
 
     def zoo():
         dims = {"num_classes": a.classes, "image_size": a.image, "channels": 3}

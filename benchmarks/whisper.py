@@ -128,7 +128,7 @@ def main() -> None:
 
     def seq2seq_step(model, logits):
         model = model.to(a.device).train()
-        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), y_out.flatten()), a.dtype)
+        return make_step(model, lambda: F.cross_entropy(logits(model).flatten(0, 1), y_out.flatten()), a.dtype, compile=a.compile)
 
     def zoo():
         net = build_net("whisper", shape_overrides(whisper_shape(cfg.to_dict())), {"vocab_size": a.vocab})

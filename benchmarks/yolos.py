@@ -73,11 +73,11 @@ def main() -> None:
             out = net(x)
             return set_loss(out.logits, out.boxes, targets)["loss"]
 
-        return make_step(net, loss, a.dtype)
+        return make_step(net, loss, a.dtype, compile=a.compile)
 
     def hf():
         ref = transformers.YolosForObjectDetection(cfg).to(a.device).train()
-        return make_step(ref, lambda: ref(pixel_values=x, labels=targets).loss, a.dtype)
+        return make_step(ref, lambda: ref(pixel_values=x, labels=targets).loss, a.dtype, compile=a.compile)
 
     tokens = (a.image // a.patch) ** 2 + 1 + a.detections
     shape = (f"{a.layers} layers, {a.width} wide, {a.heads} heads, patch {a.patch} on {a.image} px, "

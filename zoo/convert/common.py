@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from zoo.config import CONF_DIR, compose_config  # noqa: F401 (CONF_DIR: the converters' import path)
 from zoo.convert.paths import inside
 from zoo.models import size
-from zoo.nn.parts import PART_DIMS
+from zoo.nn.parts import PART_DIMS, part_kind
 from zoo.nn.tower import without_unread
 
 
@@ -66,8 +66,8 @@ def handed(key: str) -> bool:
     """Whether ``key`` (a path under the net) is a dimension a container hands its part
     (``embedder.dropout``): the part's config holds it only where it differs from the Block's
     (GPT-Neo's embedding dropout), so an override adds it (``++``)."""
-    *parent, name = key.split(".")
-    return bool(parent) and (parent[-1].endswith("embedder") or parent[-1] == "head") and name in PART_DIMS
+    parent, _, name = key.rpartition(".")
+    return bool(parent) and part_kind(parent) is not None and name in PART_DIMS
 
 
 class FolderConfig(dict):

@@ -45,7 +45,7 @@ def vitdet_shape(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "n_layers": config["num_hidden_layers"], "mask.masks": [masks[kind] for kind in layer_pattern(kinds)],
         "embedder.image_size": config["image_size"], "embedder.channels": config["num_channels"],
-        "embedder.patch_size": config["patch_size"], 
+        "embedder.patch_size": config["patch_size"],
         "block.d_model": d, "block.n_heads": config["num_attention_heads"], "block.d_ff": int(d * config["mlp_ratio"]),
         "block.norm_eps": eps, "block.activation": ACTIVATIONS[config["hidden_act"]],
         "block.bias_q": qkv_bias, "block.bias_k": qkv_bias, "block.bias_v": qkv_bias,

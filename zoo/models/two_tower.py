@@ -60,7 +60,9 @@ class TwoTower(Model):
     def encode_image(self, images: Tensor) -> Tensor:
         """images (B, C, H, W) -> image vectors (B, P), not normalised."""
         x = self.vision.hidden(images)  # (B, L, D)
-        return self.vision.head(x if self.vision_pool is None else pick(x, pooled_index(self.vision_pool, images, x.shape[1])))
+        if self.vision_pool is not None:
+            x = pick(x, pooled_index(self.vision_pool, images, x.shape[1]))  # (B, D)
+        return self.vision.head(x)
 
     def similarity(self, image_vectors: Tensor, text_vectors: Tensor) -> Tensor:
         """(N, P) image and (M, P) text vectors -> logits per image (N, M): the cosine of each pair,

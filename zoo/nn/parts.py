@@ -30,6 +30,13 @@ Part = nn.Module | Callable[..., nn.Module]
 PART_DIMS = ("d_model", "dropout")  # what a container may hand a part (an embedder: both; a head: d_model)
 
 
+def part_kind(key: str) -> str | None:
+    """What the net config key ``key`` (a path under the net, e.g. ``vision.embedder``) names:
+    ``embedder`` (``embedder``, ``encoder_embedder``, ...), ``head``, or None (not a part)."""
+    name = key.rsplit(".", 1)[-1]
+    return "embedder" if name.endswith("embedder") else "head" if name == "head" else None
+
+
 def build_part(part: Part, **dims: Any) -> nn.Module:
     """``part`` as a module: a built one as it is, a partial called with each of ``dims`` it
     does not set itself."""
@@ -66,9 +73,9 @@ def with_dims(net: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping) and "block" in value:
             value = with_dims(value)
         elif isinstance(value, Mapping) and value.get("_partial_") and "d_model" in block:
-            if key.endswith("embedder"):
+            if part_kind(key) == "embedder":
                 value = {"d_model": block["d_model"], "dropout": block.get("dropout", 0.0)} | dict(value)
-            elif key == "head" and "depths" not in net:
+            elif part_kind(key) == "head" and "depths" not in net:
                 value = {"d_model": block["d_model"]} | dict(value)
         out[key] = value
     return out

@@ -19,7 +19,6 @@ from torch import Tensor, nn
 from zoo.nn.block import BlockConfig
 from zoo.nn.cache import KVCache
 from zoo.nn.context import AttentionContext
-from zoo.nn.parts import Part, build_embedder
 from zoo.nn.stack import Stack
 
 
@@ -28,8 +27,8 @@ class Tower(nn.Module):
 
     Args:
         embedder: input -> (B, L, D) (``zoo.nn.embedders``); it reports the length of its
-            output for an input (``output_length``). A partial is built at the Block's width and
-            dropout (``zoo.nn.parts``).
+            output for an input (``output_length``); built (a container builds a partial one
+            at the Block's width and dropout first: ``zoo.nn.parts``).
         block: the Block's shape and knobs, shared by all layers.
         n_layers: number of Blocks.
         mask: one mask of ``zoo.nn.masks`` for every layer, or a ``PerLayer`` pattern.
@@ -46,14 +45,14 @@ class Tower(nn.Module):
             in one: ModernBERT).
     """
 
-    def __init__(self, embedder: Part, block: BlockConfig, n_layers: int, mask=None, name: str = "tower",
+    def __init__(self, embedder: nn.Module, block: BlockConfig, n_layers: int, mask=None, name: str = "tower",
                  cross_attention: bool = False, final_norm: bool = True, rope: nn.Module | None = None,
                  bias: nn.Module | None = None, attention_backend: str = "sdpa", first_attn_norm: bool = True):
         super().__init__()
         if bias is not None and attention_backend != "sdpa":
             raise ValueError(f"attention_backend={attention_backend}: an additive attention bias ({type(bias).__name__}: "
                              f"T5's relative positions, ALiBi) runs only under attention_backend=sdpa")
-        self.embedder = build_embedder(embedder, block)
+        self.embedder = embedder
         self.stack = Stack(block, n_layers, mask, cross_attention, final_norm, attention_backend, first_attn_norm)
         self.rope, self.bias, self.name, self.cross_attention = rope, bias, name, cross_attention
 

@@ -33,11 +33,8 @@ from torch import Tensor, nn
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from fingerprint import BATCH, batch, build, cpu_models, padding, tensors  # noqa: E402  (puts tests/ on the path)
+from fingerprint import batch, build, cpu_models, tensors  # noqa: E402  (puts tests/ on the path)
 from exactness import randomise  # noqa: E402
-from zoo.models.staged import Staged  # noqa: E402
-from zoo.models.two_tower import TwoTower  # noqa: E402
-from zoo.nn.audio_conv import WaveEmbedder  # noqa: E402
 
 STEPS = 20
 
@@ -50,25 +47,6 @@ def scalar(net: nn.Module, kwargs: dict, weights: list[Tensor] | None) -> tuple[
         gen = torch.Generator().manual_seed(2)
         weights = [torch.randn(t.shape, generator=gen) / t.numel() ** 0.5 for t in outs]
     return sum((t.float() * w).sum() for t, w in zip(outs, weights)), weights
-
-
-def inputs(net: nn.Module, model: str, gen: torch.Generator) -> dict:
-    """The forward's keyword arguments, padded where the family takes padding: fingerprint's
-    batch, and the two containers it does not build batches for."""
-    if isinstance(net, TwoTower):
-        ids = torch.randint(4, net.embedder.tokens.num_embeddings - 1, (BATCH, 7), generator=gen)
-        side = net.vision.embedder.image_size
-        return {"tokens": ids, "images": torch.randn(BATCH, 3, side, side, generator=gen), "key_padding": padding(7)}
-    if isinstance(getattr(net, "embedder", None), WaveEmbedder):  # 0.2 s at 16 kHz; the second one ends in padding
-        waves, real = torch.randn(BATCH, 3200, generator=gen), torch.ones(BATCH, 3200, dtype=torch.bool)
-        real[1, 2400:] = False
-        valid = net.embedder.output_padding(real)  # (not `padding`: that name is fingerprint's, used above)
-        return {"inputs": waves, "key_padding": valid, "padding": valid}
-    if isinstance(net, Staged):
-        side = net.stages[0].embedder.image_size
-        return {"inputs": torch.randn(BATCH, 3, side, side, generator=gen)}
-    plain, padded = batch(net, model, gen)
-    return padded or plain
 
 
 def train(net: nn.Module, kwargs: dict, after_first=None) -> list[float]:
@@ -89,7 +67,8 @@ def train(net: nn.Module, kwargs: dict, after_first=None) -> list[float]:
 
 def check(model: str, backend: str) -> dict:
     eager = randomise(build(model, []), seed=0)
-    kwargs = inputs(eager, model, torch.Generator().manual_seed(0))
+    plain, padded = batch(eager, model, torch.Generator().manual_seed(0))
+    kwargs = padded or plain  # padded where the family takes padding
     compiled_net = copy.deepcopy(eager)
 
     explained = torch._dynamo.explain(compiled_net)(**kwargs)

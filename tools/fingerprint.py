@@ -95,13 +95,16 @@ def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict 
         ids[:, -1] = net.eos_id if net.eos_id is not None else ids.max()
         size = net.vision.embedder.image_size
         plain = {"tokens": ids, "images": torch.randn(BATCH, 3, size, size, generator=gen)}
-        return plain, plain | {"key_padding": torch.ones(BATCH, 9, dtype=torch.bool)}
+        return plain, plain | {"key_padding": padding(9)}
     if isinstance(net, Staged):
         size = net.stages[0].embedder.image_size
         return {"inputs": torch.randn(BATCH, 3, size, size, generator=gen)}, None
     emb = net.embedder
-    if isinstance(emb, WaveEmbedder):
-        return {"inputs": torch.randn(BATCH, 1600, generator=gen)}, None
+    if isinstance(emb, WaveEmbedder):  # 0.2 s at 16 kHz; the padded batch's second wave ends in padding
+        plain, real = {"inputs": torch.randn(BATCH, 3200, generator=gen)}, torch.ones(BATCH, 3200, dtype=torch.bool)
+        real[1, 2400:] = False
+        valid = emb.output_padding(real)
+        return plain, plain | {"key_padding": valid, "padding": valid}
     if isinstance(emb, MultimodalEmbedder):
         n = emb.n_image_tokens
         ids = torch.cat([tokens(gen, 3), torch.full((BATCH, n), emb.image_token_id), tokens(gen, 9)], 1)

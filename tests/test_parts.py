@@ -9,6 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 
+from exactness import randomise
 from zoo.config import compose_config
 from zoo.nn.block import BlockConfig
 from zoo.nn.embedders import TokenEmbedder
@@ -55,6 +56,7 @@ def test_a_checkpoint_that_states_the_dims_in_its_parts_loads_the_same_net(tmp_p
         cfg.dims = DIMS
     torch.manual_seed(0)
     trained = objective(cfg)
+    randomise(trained.net, seed=1)  # every parameter, norms and biases too, away from its init
     stored = dict(trained.hparams)
     net = OmegaConf.to_container(OmegaConf.create(stored["net"]), resolve=True)
     former = {key: {k: v for k, v in value.items() if k != "_partial_"} if isinstance(value, dict) else value
@@ -66,11 +68,13 @@ def test_a_checkpoint_that_states_the_dims_in_its_parts_loads_the_same_net(tmp_p
         torch.save({"zoo_objective": "lm" if model == "gpt" else "seq2seq",
                     "hyper_parameters": stored | {"net": net_cfg}, "state_dict": trained.state_dict()}, paths[name])
     today, former_net = (load(paths[name]).net for name in ("today", "former"))
-    ids = torch.randint(3, DIMS["vocab_size"], (2, 9))
+    ids = torch.randint(3, DIMS["vocab_size"], (2, 9))  # odd length; row 1 ends in 2 padding positions
+    real = torch.ones(2, 9, dtype=torch.bool)
+    real[1, -2:] = False
     with torch.no_grad():
         if model == "gpt":
-            a, b = today(ids), former_net(ids)
+            a, b = today(ids, real), former_net(ids, real)
         else:
-            a, b = today(ids, ids[:, :5]), former_net(ids, ids[:, :5])
+            a, b = today(ids, ids[:, :5], real, real[:, :5]), former_net(ids, ids[:, :5], real, real[:, :5])
     assert torch.equal(a, b)
     assert isinstance(former_net.embedder if model == "gpt" else former_net.encoder.embedder, TokenEmbedder)

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from fingerprint import batch, build, cpu_models, tensors  # noqa: E402  (puts tests/ on the path)
 from exactness import randomise  # noqa: E402
+from zoo.train.compiling import compile_net  # noqa: E402
 
 STEPS = 20
 
@@ -70,11 +71,6 @@ def check(model: str, backend: str) -> dict:
     plain, padded = batch(eager, model, torch.Generator().manual_seed(0))
     kwargs = padded or plain  # padded where the family takes padding
     compiled_net = copy.deepcopy(eager)
-
-    explained = torch._dynamo.explain(compiled_net)(**kwargs)
-    reasons = [str(r.reason).splitlines()[0][:120] for r in explained.break_reasons]
-    torch._dynamo.reset()
-
     graphs = {"n": 0}
 
     def counting(gm, example_inputs):  # every graph handed to the compiler: the first compile and any recompile
@@ -84,9 +80,15 @@ def check(model: str, backend: str) -> dict:
             return compile_fx(gm, example_inputs)
         return torch._dynamo.backends.registry.lookup_backend(backend)(gm, example_inputs)
 
+    compiled_forward = compile_net(compiled_net, backend=counting)  # as compile=true does, dynamo's settings too
+    explained = torch._dynamo.explain(compiled_net)(**kwargs)
+    reasons = [str(r.reason).splitlines()[0][:120] for r in explained.break_reasons]
+    torch._dynamo.reset()
+    graphs["n"] = 0
+
     first = {}
     start = time.perf_counter()
-    compiled = train(torch.compile(compiled_net, backend=counting), kwargs,
+    compiled = train(compiled_forward, kwargs,
                      after_first=lambda: first.update(n=graphs["n"], s=time.perf_counter() - start))
     reference = train(eager, kwargs)
     scale = max(abs(x) for x in reference) or 1.0

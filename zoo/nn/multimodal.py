@@ -120,15 +120,25 @@ class MultimodalEmbedder(nn.Module):
     def forward(self, tokens: Tensor, start: int = 0, images: Tensor | None = None) -> Tensor:
         """tokens (B, L) (image placeholders already expanded), images (B, C, H, W) -> (B, L, D)."""
         where = tokens == self.image_token_id
+        # The checks read the tokens' values (an .item() each), which would stop torch.compile's
+        # graph: they run eagerly and are left out of a compiled forward, as transformers does.
+        if not torch.compiler.is_compiling():
+            self.check(where, start, images)
+        if images is None:
+            return self.text(tokens, start)
+        features = self.image_features(images)
+        return self.text(tokens, start, inserted=(where, features.flatten(0, 1)))
+
+    def check(self, where: Tensor, start: int, images: Tensor | None) -> None:
+        """Refuse tokens that do not fit the context, <image> tokens without an image, or rows whose
+        <image> tokens are not as many as an image's features. where (B, L): the <image> tokens."""
         n_image = int(where.sum(1).max())
-        check_fits(start + tokens.shape[1] - n_image, n_image, self.text.max_len)
+        check_fits(start + where.shape[1] - n_image, n_image, self.text.max_len)
         if images is None:
             if n_image:
                 raise ValueError(f"the tokens hold {n_image} <image> tokens but no image was given")
-            return self.text(tokens, start)
-        features = self.image_features(images)
+            return
         per_row = where.sum(1)
-        if (per_row != features.shape[1]).any():
-            raise ValueError(f"rows hold {per_row.tolist()} <image> tokens but each image gives {features.shape[1]} "
+        if (per_row != self.n_image_tokens).any():
+            raise ValueError(f"rows hold {per_row.tolist()} <image> tokens but each image gives {self.n_image_tokens} "
                              f"features: expand the prompt's one placeholder (expand_image_placeholder)")
-        return self.text(tokens, start, inserted=(where, features.flatten(0, 1)))

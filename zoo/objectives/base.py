@@ -21,6 +21,7 @@ from zoo.nn.lora import apply as apply_lora, counts as lora_counts, settings as 
 from zoo.objectives.loading import load
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
+from zoo.train.compiling import compile_net
 
 
 def plain(cfg: Any) -> Any:
@@ -90,7 +91,7 @@ class Objective(L.LightningModule):
             rank_zero_info(f"LoRA {lora}: {trainable:,} of {total:,} parameters train ({trainable / total:.2%})")
         self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "compile": compile,
                                    "tokenizer": plain(tokenizer), "converter": converter, "lora": lora})
-        self.forward_net = torch.compile(self.net) if compile else self.net
+        self.forward_net = compile_net(self.net) if compile else self.net
         self._examples: list[dict[str, str]] = []
 
     # Set by each training_step (analytic, see zoo.nn.flops) for the throughput monitor's MFU.

@@ -1,0 +1,25 @@
+"""``compile=true``: ``torch.compile`` of a network, set up once for every family.
+
+Dynamo is allowed to trace operators whose output shape depends on the data, instead of stopping
+the graph there: a mixture-of-experts layer gathers each expert's tokens with ``torch.where``
+(zoo/nn/moe.py, as transformers does), which would otherwise break the graph at every expert of
+every layer (Mixtral's preset: 7 breaks, 8 graphs). The setting is dynamo's, for the whole
+process: dynamo reads it when it traces, at a compiled network's first call, not at
+``torch.compile``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+DYNAMO_SETTINGS = {"capture_dynamic_output_shape_ops": True}
+
+
+def compile_net(net: nn.Module, backend: str | Callable = "inductor") -> nn.Module:
+    """``torch.compile(net, backend=backend)`` under :data:`DYNAMO_SETTINGS`."""
+    for name, value in DYNAMO_SETTINGS.items():
+        setattr(torch._dynamo.config, name, value)
+    return torch.compile(net, backend=backend)

@@ -8,8 +8,9 @@ backward + AdamW step at each context, batch 1, window 256: step time and peak m
 
 Each (family, context) is one run of ``benchmarks/local.py`` in its own process (its numbers come
 back through ``$ZOO_BENCH_RESULT``, as for benchmarks/all.py). Then the zoo's cost per token: its
-step at each context over its step at context 256 with as many tokens (batch context / 256), so
-the same work per step if the cost is linear in the context. Mistral is windowed in every layer;
+step at each context over its step at context 256 with as many tokens as the longest (batch 64 for 16k,
+under ``attention_backend=sdpa``, the faster backend at that length),
+so 1.0x if the cost were linear in the context. Mistral is windowed in every layer;
 GPT-Neo's layers alternate global (causal) and local, ModernBERT's are global every third: their
 global layers are dense on both sides, so their ratios cannot fall to window / context.
 """
@@ -29,9 +30,10 @@ FAMILIES = ("mistral", "gpt_neo", "modernbert")
 BASE_CONTEXT = 256  # the per-token baseline: the window's own length
 
 
-def run(family: str, context: int, batch: int, a: argparse.Namespace, profile: int = 0) -> dict:
-    """benchmarks/local.py for ``family`` at ``context`` x ``batch`` (zoo: blocks); its numbers."""
-    command = [sys.executable, str(HERE / "local.py"), "--family", family, "--backend", "blocks",
+def run(family: str, context: int, batch: int, a: argparse.Namespace, profile: int = 0,
+        backend: str = "blocks") -> dict:
+    """benchmarks/local.py for ``family`` at ``context`` x ``batch`` (the zoo under ``backend``); its numbers."""
+    command = [sys.executable, str(HERE / "local.py"), "--family", family, "--backend", backend,
                "--context", str(context), "--window", str(a.window), "--batch", str(batch),
                "--steps", str(a.steps), "--warmup", str(a.warmup), "--device", a.device,
                *(["--profile", str(profile)] if profile else [])]
@@ -57,11 +59,12 @@ def main() -> None:
     contexts = [int(n) for n in a.contexts.split(",")]
     rows, results = [], []
     for family in a.families.split(","):
-        base = run(family, BASE_CONTEXT, max(1, contexts[-1] // BASE_CONTEXT), a)
-        base_per_token = base["seconds"][base["zoo"]] / (BASE_CONTEXT * max(1, contexts[-1] // BASE_CONTEXT))
+        batch = max(1, max(contexts) // BASE_CONTEXT)
+        base = run(family, BASE_CONTEXT, batch, a, backend="sdpa")
+        base_per_token = base["seconds"][base["zoo"]] / (BASE_CONTEXT * batch)
         results.append(base)
         for context in contexts:
-            r = run(family, context, 1, a, a.profile if context == contexts[-1] else 0)
+            r = run(family, context, 1, a, a.profile if context == max(contexts) else 0)
             results.append(r)
             if a.json:
                 a.json.write_text(json.dumps(results, indent=1))

@@ -95,13 +95,20 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, band: Band, key_padding: T
         x = F.pad(x, (0, 0, band.before * size, (n_blocks + band.after) * size - length))
         return x.unfold(2, span, size).transpose(-1, -2)
 
+    def folded(x: Tensor) -> Tensor:  # (B, H, n_blocks, n, D) -> (B * n_blocks, H, n, D)
+        # SDPA's fused kernels take 4-D tensors (a 5-D call falls back to its math path, which
+        # keeps every block's scores and weights for the backward): the blocks join the batch
+        return x.transpose(1, 2).flatten(0, 1)
+
+    batch = q.shape[0]
     q_blocks = F.pad(q, (0, 0, 0, n_blocks * size - length)).unflatten(2, (n_blocks, size))
-    mask = band.cells
+    mask = band.cells  # (n_blocks, size, span)
     if key_padding is not None:
         real = F.pad(key_padding, (band.before * size, (n_blocks + band.after) * size - length))
-        mask = mask & real.unfold(1, span, size)[:, None, :, None, :]  # (B, 1, n_blocks, 1, span)
-    out = attend(q_blocks, padded(k), padded(v), mask)
-    return out.flatten(2, 3)[:, :, :length]
+        mask = mask & real.unfold(1, span, size)[:, None, :, None, :]  # (B, 1, n_blocks, size, span)
+    mask = mask.expand(batch, 1, n_blocks, size, span)
+    out = attend(folded(q_blocks), folded(padded(k)), folded(padded(v)), folded(mask))
+    return out.unflatten(0, (batch, n_blocks)).transpose(1, 2).flatten(2, 3)[:, :, :length]
 
 
 def blocked_attention(q: Tensor, k: Tensor, v: Tensor, plan: list[QueryBlock] | Band,

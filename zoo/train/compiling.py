@@ -18,8 +18,13 @@ from torch import nn
 DYNAMO_SETTINGS = {"capture_dynamic_output_shape_ops": True}
 
 
-def compile_net(net: nn.Module, backend: str | Callable = "inductor") -> nn.Module:
-    """``torch.compile(net, backend=backend)`` under :data:`DYNAMO_SETTINGS`."""
+def configure_dynamo() -> None:
+    """Apply :data:`DYNAMO_SETTINGS` to this process's dynamo."""
     for name, value in DYNAMO_SETTINGS.items():
         setattr(torch._dynamo.config, name, value)
+
+
+def compile_net(net: nn.Module, backend: str | Callable = "inductor") -> nn.Module:
+    """``torch.compile(net, backend=backend)`` under :data:`DYNAMO_SETTINGS`."""
+    configure_dynamo()
     return torch.compile(net, backend=backend)

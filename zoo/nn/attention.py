@@ -52,17 +52,20 @@ def attention(
     inspection (attention maps), not training. ``softcap`` c caps the scores smoothly before
     the mask, c * tanh(s / c) (Gemma 2), which SDPA cannot: the explicit path computes them.
     """
-    if k.shape[1] != q.shape[1]:  # grouped-query attention: share each kv head
+    if mask is not None and mask.is_floating_point():  # SDPA wants an additive mask in q's dtype (autocast)
+        mask = mask.to(q.dtype)
+    grouped = k.shape[1] != q.shape[1]  # grouped-query attention: each kv head serves several query heads
+    if not return_weights and softcap is None:
+        # enable_gqa: SDPA reads each kv head for its group, where repeating k and v would copy
+        # them (the whole cache, at every decoding step)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale, enable_gqa=grouped
+        )
+        return out, None
+    if grouped:
         repeat = q.shape[1] // k.shape[1]
         k = k.repeat_interleave(repeat, dim=1)
         v = v.repeat_interleave(repeat, dim=1)
-    if mask is not None and mask.is_floating_point():  # SDPA wants an additive mask in q's dtype (autocast)
-        mask = mask.to(q.dtype)
-    if not return_weights and softcap is None:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale
-        )
-        return out, None
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale
     if softcap is not None:

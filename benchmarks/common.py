@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from zoo.train.compiling import configure_dynamo
+from zoo.models.compiling import configure_dynamo
 from zoo.train.flops import peak_flops
 
 StepFn = Callable[[], torch.Tensor]  # runs forward, returns the loss
@@ -76,7 +76,7 @@ def make_step(model: nn.Module, loss_fn: StepFn, dtype: str = "fp32", lr: float 
     """forward (autocast to ``dtype`` unless fp32) + backward + AdamW update; ``compile``:
     ``torch.compile`` the model's forward first (in place, so ``loss_fn``'s calls of it are compiled;
     backward is compiled with it, the optimizer step is not), under the dynamo settings of the zoo's
-    ``compile=true`` (zoo.train.compiling), the peers' models too: one setting for the process."""
+    ``compile=true`` (zoo.models.compiling), the peers' models too: one setting for the process."""
     if compile:
         configure_dynamo()
         model.compile()

@@ -21,7 +21,7 @@ def test_compiled_steps_equal_eager_steps_in_one_graph_compiled_once(model, back
     # autograd's tracing alone (aot_eager: no C++ build, seconds), where breaks and guards live;
     # Swin's window layout (laid out once, not by `nonzero` in the forward) and CLIP's pooling (one
     # index per row, not a boolean mask) once broke the graph; so did Mixtral's per-expert gather (a
-    # data-dependent shape, traced under zoo.train.compiling's settings) and LLaVA's checks of its
+    # data-dependent shape, traced under zoo.models.compiling's settings) and LLaVA's checks of its
     # <image> tokens (an .item() each, now left out of a compiled forward)
     found = check(model, backend)
     assert found["breaks"] == 0, found["reason"]

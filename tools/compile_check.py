@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from fingerprint import batch, build, cpu_models, tensors  # noqa: E402  (puts tests/ on the path)
 from exactness import randomise  # noqa: E402
-from zoo.train.compiling import compile_net  # noqa: E402
+from zoo.models.compiling import compile_net  # noqa: E402
 
 STEPS = 20
 

@@ -16,12 +16,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from zoo.checkpoint import net_state
 from zoo.convert.common import convert_folder, load_mapped
 from zoo.convert.hub import resolve
+from zoo.models.compiling import compile_net
 from zoo.models.size import check as check_size
 from zoo.nn.lora import apply as apply_lora, counts as lora_counts, settings as lora_settings
 from zoo.objectives.loading import load
 from zoo.objectives.optim import adamw, check_optim, warmup_cosine, warmup_inverse_sqrt
 from zoo.registry import OBJECTIVES, name_of, objective_class
-from zoo.train.compiling import compile_net
 
 
 def plain(cfg: Any) -> Any:

@@ -18,11 +18,11 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from common import run_for_result
 
 HERE = Path(__file__).resolve().parent
 # Each row of the table: the script (benchmarks/<script>.py) and its options. compare() measures one
@@ -73,12 +73,7 @@ def run_family(family: str, a: argparse.Namespace) -> dict:
     command = [sys.executable, str(HERE / f"{script}.py"), *options, "--steps", str(a.steps), "--warmup", str(a.warmup),
                "--device", a.device, "--dtype", a.dtype, *(["--no-decode"] if family in TRAIN_ONLY else []),
                *(["--compile"] if a.compile else [])]
-    with tempfile.TemporaryDirectory() as tmp:
-        result = Path(tmp) / "result.json"
-        done = subprocess.run(command, env=dict(os.environ, ZOO_BENCH_RESULT=str(result)))
-        if done.returncode != 0 or not result.is_file():
-            raise SystemExit(f"{' '.join(command)} failed (exit status {done.returncode})")
-        return json.loads(result.read_text()) | {"compiled": a.compile}
+    return run_for_result(command) | {"compiled": a.compile}
 
 
 def table(results: list[dict], ratios_only: bool = False) -> str:

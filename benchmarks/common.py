@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -135,6 +136,18 @@ def _peak_in_subprocess(label: str) -> float:
     if out.returncode != 0:
         raise RuntimeError(f"measuring the memory of {label!r} failed:\n{out.stderr[-3000:]}")
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def run_for_result(command: list[str]) -> dict:
+    """Run a benchmark script (``command``; its output streams through) in its own process and
+    return the numbers it wrote to ``$ZOO_BENCH_RESULT``; stop if it failed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result.json")
+        done = subprocess.run(command, env=dict(os.environ, **{RESULT_ENV: result}))
+        if done.returncode != 0 or not os.path.isfile(result):
+            raise SystemExit(f"{' '.join(command)} failed (exit status {done.returncode})")
+        with open(result) as f:
+            return json.load(f)
 
 
 def alternate_medians(fns: dict[str, Callable[[], object]], repeats: int, device: str = "cpu",

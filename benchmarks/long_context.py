@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from common import run_for_result
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("mistral", "gpt_neo", "modernbert")
@@ -37,12 +36,7 @@ def run(family: str, context: int, batch: int, a: argparse.Namespace, profile: i
                "--context", str(context), "--window", str(a.window), "--batch", str(batch),
                "--steps", str(a.steps), "--warmup", str(a.warmup), "--device", a.device,
                *(["--profile", str(profile)] if profile else [])]
-    with tempfile.TemporaryDirectory() as tmp:
-        result = Path(tmp) / "result.json"
-        done = subprocess.run(command, env=dict(os.environ, ZOO_BENCH_RESULT=str(result)))
-        if done.returncode != 0 or not result.is_file():
-            raise SystemExit(f"{' '.join(command)} failed (exit status {done.returncode})")
-        return json.loads(result.read_text())
+    return run_for_result(command)
 
 
 def main() -> None:

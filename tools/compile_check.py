@@ -84,7 +84,6 @@ def check(model: str, backend: str) -> dict:
     explained = torch._dynamo.explain(compiled_net)(**kwargs)
     reasons = [str(r.reason).splitlines()[0][:120] for r in explained.break_reasons]
     torch._dynamo.reset()
-    graphs["n"] = 0
 
     first = {}
     start = time.perf_counter()

@@ -40,9 +40,9 @@ def attention(
 ) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention, softmax(q k^T * scale + mask) v.
 
-    q: (B, H, Lq, Dh); k, v: (B, H, Lk, Dh) (k/v may have fewer heads: grouped-query, each
-    kv head serving H / H_kv query heads). ``mask``: broadcastable to (B, H, Lq, Lk), either bool (True = may
-    attend) or an additive float bias (-inf where hidden; see ``fold_into_bias``).
+    q: (B, H, Lq, Dh); k, v: (B, H, Lk, Dh) (k/v may have fewer heads: grouped-query, each kv
+    head serving H / H_kv query heads). ``mask``: broadcastable to (B, H, Lq, Lk), either bool
+    (True = may attend) or an additive float bias (-inf where hidden; see ``fold_into_bias``).
     ``scale`` defaults to 1/sqrt(Dh). Returns (output (B, H, Lq, Dh), weights
     (B, H, Lq, Lk) or None).
 

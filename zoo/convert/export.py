@@ -22,8 +22,11 @@ and its net config (:func:`write_zoo`, :func:`read_zoo`).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -241,6 +244,61 @@ def _empty_out(out: Path, overwrite: bool) -> None:
                               f"to replace its contents")
 
 
+def _to_hf_of(ckpt: str | Path, net: nn.Module, hparams: dict[str, Any], hf_class: str, named: bool,
+              settings: dict[str, Any]) -> tuple[nn.Module, list[str]]:
+    """:func:`to_hf` of a checkpoint's net; what stops it is refused in one line naming ``ckpt``
+    and where the class came from (its ``model.converter``, or ``hf_class=``: ``named``). A net of
+    another family (a converter edited to another family's) fails deep in building the class's
+    config (a ``TypeError``, ``KeyError``): said as such, rather than with that error alone."""
+    try:
+        return to_hf(net, hparams.net, hf_class, settings)
+    except Exception as err:
+        given = "hf_class=" if named else f"its model.converter={hparams.get('converter')}"
+        why = str(err) if isinstance(err, ValueError) else \
+            f"its net is not one ({type(err).__name__}: {' '.join(str(err).split())})"
+        raise ValueError(f"{ckpt}: {given} names {hf_class}; {why}") from err
+
+
+@contextmanager
+def _written_whole(out: Path) -> Iterator[Path]:
+    """A new folder beside ``out`` to write the export into, put in ``out``'s place when the block
+    ends (:func:`_put_in_place`). Any failure removes it and leaves ``out`` as it was; the
+    system's own write errors (a read-only folder, a full disk: an ``OSError`` with an errno, or
+    safetensors' error wrapping one) are refused in one line naming ``out`` and the cause."""
+    from safetensors import SafetensorError
+
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)  # left by a killed export of this process id
+        partial.mkdir(parents=True)
+        yield partial
+        _put_in_place(partial, out)
+    except (OSError, SafetensorError) as err:
+        if isinstance(err, OSError) and err.errno is None:
+            raise  # the zoo's own refusals (FileNotFoundError("...")), not the system's
+        cause = err.strerror if isinstance(err, OSError) and err.strerror else " ".join(str(err).split())
+        raise OSError(f"cannot write the export to {out}: {cause} (nothing was written; an earlier {out.name} "
+                      f"is left as it was)") from err
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _put_in_place(partial: Path, out: Path) -> None:
+    """``partial`` renamed to ``out``; an earlier ``out`` (empty, or ``overwrite``) is moved aside
+    first and removed after, so that ``out`` is at every moment the earlier folder or the new one."""
+    if not out.exists():
+        partial.rename(out)
+        return
+    aside = out.with_name(f".{out.name}.earlier-{os.getpid()}")
+    out.rename(aside)
+    try:
+        partial.rename(out)
+    except OSError:
+        aside.rename(out)
+        raise
+    shutil.rmtree(aside)
+
+
 def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class: str | None = None,
            overwrite: bool = False, sentence_transformer: str | Path | None = None) -> tuple[str | None, list[str]]:
     """Write the zoo checkpoint ``ckpt`` as a Hugging Face folder ``out``: ``config.json`` and
@@ -259,8 +317,6 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     folder is written back as one with ``sentence_transformer`` (that folder, or ``hf:<repo>``):
     :func:`zoo.models.sentence_transformers.write`. Returns (the class written, None for the zoo's
     format; the names of its weights the zoo net has no counterpart for)."""
-    import shutil
-
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
@@ -276,6 +332,7 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
                                 f"{sentence_transformers.MODULES_FILE}, it is not a sentence-transformers folder")
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
+    named = hf_class is not None
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
     adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
     if hparams.get("lora") and merge_lora:
@@ -296,16 +353,14 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
     ids = {role: i for role, i in own.items() if i is not None} | {
         role: backend(tokenizer).token_to_id(token) for role, token in roles.items()}
-    partial = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:  # a failed export leaves no partial folder either
+    with _written_whole(out) as partial:
         if hf_class is None:
             write_zoo(net, hparams.net, partial)
             untouched = []
         else:
             family = FAMILIES[hf_class] if hf_class in FAMILIES else None
             settings = _run_settings(family, hparams, ids) if family else {}
-            hf, untouched = to_hf(net, hparams.net, hf_class, settings)
+            hf, untouched = _to_hf_of(ckpt, net, hparams, hf_class, named, settings)
             if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
                 for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
                     setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",
@@ -328,10 +383,4 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
             hf_class = "BertModel"
         (partial / "zoo_export.json").write_text(json.dumps({"from": str(ckpt), "class": hf_class,
                                                             "untouched": untouched}, indent=1))
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    partial.rename(out)
     return hf_class, untouched

@@ -55,8 +55,9 @@ def resample(wave: Tensor, from_rate: int, to_rate: int = SAMPLE_RATE) -> Tensor
 def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> Tensor:
     """A mono float32 waveform (T,) at ``sample_rate``, whatever the file's own rate.
 
-    Multi-channel audio is averaged to mono. An unreadable or empty file raises
-    :class:`BadAudioError` naming it, so that bad data never reaches the model.
+    Multi-channel audio is averaged to mono. An unreadable or empty file, or one whose samples are
+    not finite or all one non-zero value (:func:`check_sound`), raises :class:`BadAudioError`
+    naming it, so that bad data never reaches the model.
     """
     try:
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
@@ -67,7 +68,19 @@ def load_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> Tensor:
     wave = torch.from_numpy(data).mean(dim=1)
     if not torch.isfinite(wave).all():
         raise BadAudioError(f"audio file {path} contains NaN or infinite samples")
+    check_sound(wave, path)
     return resample(wave, rate, sample_rate)
+
+
+def check_sound(wave: Tensor, path: str | Path) -> None:
+    """Refuse (naming ``path``) a file whose samples all hold one non-zero value: no sound, and what
+    NaN or infinite samples become in an integer-PCM file (``soundfile.write``'s default for WAV
+    stores NaN and -inf as -1.0, +inf as the largest value), where the check of finite samples
+    cannot see them. Digital silence (all zeros) is a recording of nothing and passes."""
+    value = wave[0].item()
+    if value != 0 and bool((wave == value).all()):
+        raise BadAudioError(f"audio file {path} holds no sound: all {len(wave)} samples are {value:.6g} (NaN or "
+                            f"infinite samples written as integer PCM are stored as full-scale values like this)")
 
 
 def normalise_wave(wave: Tensor, eps: float = 1e-7) -> Tensor:

@@ -118,15 +118,37 @@ MEAN, STD = 0.5, 0.5  # pixels in [0, 1] -> [-1, 1]
 
 
 def load_image(path: str | Path) -> Image.Image:
-    """An RGB image from ``path``; a missing or unreadable file fails with its name."""
+    """An RGB image from ``path``, at 8 bits per channel (:func:`to_rgb`): what every command that
+    reads a user's image (classify, detect, embed, answer, attention-maps) loads it with. Refused,
+    naming the file: a missing path, a folder, anything but a regular file (``/dev/zero`` is never
+    read), a corrupt file, and a decompression bomb (more pixels than PIL's ``MAX_IMAGE_PIXELS``
+    allows, twice over: its header is read, never its pixels)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"image {path} does not exist")
+    if path.is_dir():
+        raise IsADirectoryError(f"image {path} is a folder: give one image file")
+    if not path.is_file():
+        raise ValueError(f"image {path} is not a regular file (a device, a pipe or a socket): give an image file")
     try:
         with Image.open(path) as image:
-            return image.convert("RGB")
+            return to_rgb(image)
+    except Image.DecompressionBombError as err:
+        raise ValueError(f"image {path} is refused as a decompression bomb: {err}") from err
     except (UnidentifiedImageError, OSError) as err:
         raise ValueError(f"image {path} is corrupt or not an image: {err}") from err
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """``image`` as 8-bit RGB. PIL opens a 16-bit greyscale PNG or TIFF as ``I;16`` (older versions:
+    ``I``, 32-bit integers), whose ``convert("RGB")`` clips every value above 255 to white; here
+    the 16-bit range is scaled to the 8-bit one (value / 257, rounded: 65535 -> 255), as
+    torchvision's and timm's float conversions read it. Other modes convert as PIL converts them
+    (16-bit colour PNGs PIL already opens at 8 bits)."""
+    if image.mode == "I" or image.mode.startswith("I;16"):
+        values = np.asarray(image, dtype=np.float64).clip(0, 65535)
+        image = Image.fromarray(np.rint(values / 257).astype(np.uint8))  # mode L
+    return image.convert("RGB")
 
 
 def to_tensor(image: Image.Image, image_size: int, resize: bool = True,

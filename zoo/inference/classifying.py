@@ -31,10 +31,15 @@ class ZeroShot:
         self.ckpt = ckpt
 
     def prompts(self, labels: list[str], prompt: str = PROMPT) -> list[str]:
-        """Each label's caption; refused: no labels, a prompt without ``{label}``, and (a word vocabulary)
-        words the checkpoint never saw (each would read as ``<unk>``)."""
+        """Each label's caption; refused: no labels, one label under a softmax (CLIP's score of it is
+        1.0 whatever the image: a choice among one says nothing; SigLIP's sigmoid scores a label
+        on its own, so one is fine), a prompt without ``{label}``, and (a word vocabulary) words
+        the checkpoint never saw (each would read as ``<unk>``)."""
         if not labels:
             raise ValueError('labels=[] is empty: give the labels to choose among, e.g. labels="[cat, dog]"')
+        if len(labels) == 1 and self.objective.hparams.loss != "sigmoid":
+            raise ValueError(f"labels=[{labels[0]}] is one label: {self.ckpt} scores labels by a softmax over "
+                             f"them, which gives one label 1.0 whatever the image: give two or more to choose among")
         if "{label}" not in prompt:
             raise ValueError(f"prompt={prompt!r} has no {{label}} to put each label in")
         captions = [prompt.format(label=label) for label in labels]

@@ -277,8 +277,7 @@ def _written_whole(out: Path) -> Iterator[Path]:
         if isinstance(err, OSError) and err.errno is None:
             raise  # the zoo's own refusals (FileNotFoundError("...")), not the system's
         cause = err.strerror if isinstance(err, OSError) and err.strerror else " ".join(str(err).split())
-        raise OSError(f"cannot write the export to {out}: {cause} (nothing was written; an earlier {out.name} "
-                      f"is left as it was)") from err
+        raise OSError(f"cannot write the export to {out}: {cause}; {out} is left as it was") from err
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 

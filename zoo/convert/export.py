@@ -261,6 +261,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     format; the names of its weights the zoo net has no counterpart for)."""
     import shutil
 
+    from lightning.fabric.utilities.data import AttributeDict
+
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
@@ -277,6 +279,10 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
+    if hf_class in FAMILIES:  # token ids the Hugging Face class reads otherwise than the run, renumbered first
+        net, net_cfg, tokenizer = FAMILIES[hf_class].renumber(net, hparams.net, tokenizer)
+        hparams = AttributeDict({**hparams, "net": net_cfg})
     adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
     if hparams.get("lora") and merge_lora:
         net = lora.merge(net)
@@ -291,7 +297,6 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     if origin is not None and hf_class != "BertForMaskedLM":
         raise ValueError(f"sentence_transformer= writes a BERT's sentence-transformers folder; {ckpt} is a "
                          f"{hf_class or 'zoo-format'} export")
-    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
     roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
     ids = {role: i for role, i in own.items() if i is not None} | {

@@ -179,6 +179,52 @@ def test_a_two_tower_model_classifies_in_the_zero_shot_pipeline_as_zoo_classify(
         assert [f["score"] for f in found] == pytest.approx([score for _, score in ours], abs=1e-5)
 
 
+def test_swapping_two_ids_of_a_tokenizer_trades_their_tokens_and_refuses_a_post_processor():
+    """What the CLIP export renumbers with: the two tokens trade ids, every other id stays; a
+    post-processor (BERT's [CLS] ... [SEP], naming ids of its own) is refused, not left stale."""
+    from tokenizers import processors
+
+    from zoo.data.tokenizers import backend, swapped
+
+    words = WordTokenizer.from_texts(["a photo of a cat", "a photo of a dog"])
+    last = words.vocab_size - 1
+    swap = swapped(words, words.eos_id, last)
+    text = "a photo of a dog <eos>"
+    assert swap.encode(text) == [{words.eos_id: last, last: words.eos_id}.get(i, i) for i in words.encode(text)]
+    assert backend(swap).token_to_id("<eos>") == last
+    bert = _wordpiece()
+    bert.tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                                  special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    with pytest.raises(ValueError, match="cannot swap ids 2 and 4 of a WordPiece tokenizer with post-processor "
+                                         "TemplateProcessing"):
+        swapped(bert, 2, 4)
+
+
+@pytest.mark.slow  # trains: ~15 s on one core
+def test_a_clip_trained_by_its_cpu_recipe_exports_and_classifies_in_the_pipeline_as_zoo_classify(tmp_path):
+    """The filed case: ``experiment=clip_cifar10_captions_cpu`` (a few steps, on a tiny CIFAR-10
+    folder) trains a CLIP whose end of text is the word vocabulary's id 2; ``zoo export`` writes it
+    and the pipeline gives ``zoo classify``'s ranking and scores on the data's test images."""
+    from transformers import pipeline
+
+    from test_bad_input_data import cifar10_folder
+    from test_llava import run_config
+    from zoo.train.run import train
+
+    data = cifar10_folder(tmp_path / "data")
+    train(run_config(tmp_path / "run", ["experiment=clip_cifar10_captions_cpu", f"paths.data_dir={data}",
+                                        "trainer.max_steps=2", "trainer.val_check_interval=2", "~callbacks.recipe_milestones"]))
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    call("export", [f"ckpt={ckpt}", f"out={tmp_path / 'out'}"])
+    classify = pipeline("zero-shot-image-classification", model=str(tmp_path / "out"))
+    labels = ["airplane", "cat", "dog"]
+    for image in sorted((data / "cifar10" / "test").glob("*/[01].jpg")):
+        ours = call("classify", [f"ckpt={ckpt}", f"image={image}", f"labels=[{','.join(labels)}]"])
+        found = classify(str(image), candidate_labels=labels, hypothesis_template="a photo of a {}")
+        assert [f["label"] for f in found] == [label for label, _ in ours]
+        assert [f["score"] for f in found] == pytest.approx([score for _, score in ours], abs=1e-5)
+
+
 def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
     """The pipeline finds what ``zoo detect`` finds (labels by name, scores, boxes in pixels; the
     pipeline rounds boxes down to whole pixels and does not clip them to the image, zoo detect does)."""

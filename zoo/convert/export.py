@@ -250,7 +250,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
     (``VitDetModel`` for a headless ViTDet; GPT-Neo and YOLOS checkpoints written before their
     converters name none); a net with neither (the original Transformer, a ViTDet classifier) is
-    written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
+    written in the zoo's format instead (:func:`write_zoo`). Token ids the class reads as something
+    else than the run did are renumbered first, weights and tokenizer alike (``FAMILY.renumber``:
+    CLIP's end of text at id 2, which its text model reads as "pool at the largest id"). LoRA adapters (a run
     with ``model.lora``) are merged into the weights first; without ``merge_lora`` the folder
     holds the base and, in ``adapter/``, a peft adapter folder named for the Hugging Face
     model's modules (:mod:`zoo.convert.adapters`). A non-empty ``out`` is refused unless ``overwrite``; the folder is

@@ -302,6 +302,21 @@ def test_a_ctc_model_transcribes_in_the_asr_pipeline_as_zoo_transcribe(tmp_path,
         assert asr({"raw": clip, "sampling_rate": 16000})["text"] == ours.strip()
 
 
+def test_a_ctc_model_of_a_bpe_vocabulary_keeps_its_tokenizer_with_a_warning(tmp_path, caplog):
+    """Wav2Vec2CTCTokenizer joins tokens as they are: a BPE run's (``data.tokenizer=bpe``) cannot be one,
+    so the folder keeps the tokenizers file and the export says the pipeline's text will differ."""
+    from zoo.data.fsdd import WORDS
+    from zoo.data.speech import BPE_SPECIALS
+    from zoo.data.tokenizers import train_bpe
+
+    tok = train_bpe([" ".join(WORDS)] * 4, 40, tmp_path / "bpe.json", BPE_SPECIALS)
+    checkpoint(tmp_path / "ctc.ckpt", "wav2vec2", {"vocab_size": tok.vocab_size, "pad_id": 0}, *CTC_TINY, tokenizer=tok)
+    with caplog.at_level("WARNING"):
+        export(tmp_path / "ctc.ckpt", tmp_path / "out")
+    assert "tokenizer is not one of characters" in caplog.text
+    assert (tmp_path / "out" / "tokenizer.json").is_file() and not (tmp_path / "out" / "vocab.json").exists()
+
+
 def _tiny_gpt(path: Path) -> torch.nn.Module:
     tok = CharTokenizer.from_text(TEXT)
     return checkpoint(path, "gpt", {"vocab_size": tok.vocab_size}, *TINY_LM, tokenizer=tok)

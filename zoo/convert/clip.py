@@ -197,6 +197,7 @@ VISION_KEYS = tower_keys("vision_config.", "vision.") | {
     "vision_config.image_size": "vision.embedder.image_size", "vision_config.patch_size": "vision.embedder.patch_size",
     "vision_config.num_channels": "vision.embedder.channels"}
 
+
 @torch.no_grad()
 def eos_off_the_legacy_id(net: nn.Module, net_cfg: dict[str, Any], tokenizer: Any) -> tuple[nn.Module, dict[str, Any], Any]:
     """The export's renumbering: ``CLIPTextTransformer`` pools at the first end-of-text id unless its

@@ -92,8 +92,8 @@ class Contrastive(Objective):
 
     def _evaluate(self, batch: ImageCaptions, stage: str) -> Tensor:
         """Log the loss and the in-batch retrieval accuracy; return the image vectors (B, P)."""
-        images, texts = self.net.encode_image(batch.images), self.net.encode_text(*self.full_length(batch.tokens,
-                                                                                                 batch.padding))
+        tokens, padding = self.full_length(batch.tokens, batch.padding)
+        images, texts = self.net.encode_image(batch.images), self.net.encode_text(tokens, padding)
         logits = self.net.similarity(images, texts).float()
         n = batch.samples
         self.log(f"{stage}/loss", self.loss_fn(logits), prog_bar=True, sync_dist=True, batch_size=n)

@@ -213,7 +213,8 @@ def test_a_clip_trained_by_its_cpu_recipe_exports_and_classifies_in_the_pipeline
 
     data = cifar10_folder(tmp_path / "data")
     train(run_config(tmp_path / "run", ["experiment=clip_cifar10_captions_cpu", f"paths.data_dir={data}",
-                                        "trainer.max_steps=2", "trainer.val_check_interval=2", "~callbacks.recipe_milestones"]))
+                                        "trainer.max_steps=2", "trainer.val_check_interval=2",
+                                        "~callbacks.recipe_milestones"]))
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     call("export", [f"ckpt={ckpt}", f"out={tmp_path / 'out'}"])
     classify = pipeline("zero-shot-image-classification", model=str(tmp_path / "out"))
@@ -257,8 +258,8 @@ CTC_TINY = ["model.net.n_layers=1", "model.net.block.d_model=16", "model.net.blo
 
 @pytest.mark.parametrize("converter", ["wav2vec2", "hubert"])
 def test_a_ctc_model_transcribes_in_the_asr_pipeline_as_zoo_transcribe(tmp_path, capsys, converter):
-    """A wav2vec 2.0 of its shipped config (``model.converter=zoo.convert.hubert.pretrained``: a
-    HuBERT, written as ``HubertForCTC``) on data=fsdd's character vocabulary: the folder's
+    """A wav2vec 2.0 of its shipped config, or the same net as a HuBERT (``model.converter=
+    zoo.convert.hubert.pretrained``: written as ``HubertForCTC``), on data=fsdd's characters: the folder's
     Wav2Vec2CTCTokenizer encodes a transcript as the zoo does and decodes ids as the zoo's greedy
     decoding (repeats collapsed, then the blank dropped; start and end of text read as the blank),
     its feature extractor normalises a wave as the zoo; the ASR pipeline, given the folder alone,
@@ -274,9 +275,10 @@ def test_a_ctc_model_transcribes_in_the_asr_pipeline_as_zoo_transcribe(tmp_path,
 
     tok = CharTokenizer.from_text(" ".join(WORDS), specials=SPECIALS)  # as FSDD builds it (data.tokenizer=char)
     pad, bos, eos = (tok.token_id(t) for t in SPECIALS)
-    dims = {"vocab_size": tok.vocab_size, "n_mels": 80, "pad_id": pad, "bos_id": bos, "eos_id": eos, "audio_window": None}
-    checkpoint(tmp_path / "ctc.ckpt", "wav2vec2", dims, *CTC_TINY, f"model.converter=zoo.convert.{converter}.pretrained",
-               tokenizer=tok)
+    dims = {"vocab_size": tok.vocab_size, "n_mels": 80, "pad_id": pad, "bos_id": bos, "eos_id": eos,
+            "audio_window": None}
+    checkpoint(tmp_path / "ctc.ckpt", "wav2vec2", dims, *CTC_TINY,
+               f"model.converter=zoo.convert.{converter}.pretrained", tokenizer=tok)
     written, _ = export(tmp_path / "ctc.ckpt", tmp_path / "out")
     assert written == {"wav2vec2": "Wav2Vec2ForCTC", "hubert": "HubertForCTC"}[converter]
     assert type(AutoProcessor.from_pretrained(tmp_path / "out")).__name__ == "Wav2Vec2Processor"

@@ -140,6 +140,92 @@ def test_a_vit_classifies_in_the_image_classification_pipeline(tmp_path):
     assert [f["score"] for f in found] == pytest.approx(best.values.tolist(), abs=1e-5)
 
 
+TWO_TOWER = ["model.net.n_layers=1", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+             "model.net.vision.n_layers=1", "model.net.vision.block.d_model=16", "model.net.vision.block.n_heads=2"]
+CLASSES = ["airplane", "automobile", "cat", "dog", "horse"]
+
+
+@pytest.mark.parametrize("model", ["clip", "siglip"])
+@torch.no_grad()
+def test_a_two_tower_model_classifies_in_the_zero_shot_pipeline_as_zoo_classify(tmp_path, model):
+    """A CLIP / SigLIP of its shipped config on data=cifar10_captions' vocabulary (a word vocabulary:
+    ``<eos>`` is id 2, CLIPTextTransformer's legacy id, so the export renumbers it): the folder's
+    tokenizer gives the zoo's caption (its words, then the end of text), and the pipeline, given the
+    folder and the zoo's prompt only, ranks and scores the labels as ``zoo classify`` does (CLIP's
+    softmax, SigLIP's sigmoid on the caption padded to 64, as both pad it) on images of the tower's size."""
+    from transformers import AutoProcessor, AutoTokenizer, pipeline
+
+    from zoo.data.cifar10_captions import caption
+
+    tok = WordTokenizer.from_texts(caption(name) for name in CLASSES)  # as Cifar10Captions builds it
+    dims = {"vocab_size": tok.vocab_size, "image_token_id": tok.image_id, "eos_id": tok.eos_id, "prompt": "<image>",
+            "metric": "exact_match", "class_names": CLASSES, "class_prompts": [caption(c) for c in CLASSES]}
+    checkpoint(tmp_path / "m.ckpt", model, dims, *TWO_TOWER, tokenizer=tok)
+    export(tmp_path / "m.ckpt", tmp_path / "out")
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    ids = hf_tok("a photo of a cat").input_ids
+    assert hf_tok.convert_ids_to_tokens(ids) == [tok.words[i] for i in tok.encode("a photo of a cat")] + ["<eos>"]
+    text = json.loads((tmp_path / "out" / "config.json").read_text())["text_config"]
+    assert text["eos_token_id"] == ids[-1]
+    assert (ids[-1] != 2) == (model == "clip")  # CLIP pools at its end of text, not at the largest id
+    assert type(AutoProcessor.from_pretrained(tmp_path / "out")).__name__ == {"clip": "CLIPProcessor",
+                                                                               "siglip": "SiglipProcessor"}[model]
+    classify = pipeline("zero-shot-image-classification", model=str(tmp_path / "out"))
+    for seed in range(3):
+        image = _png(tmp_path / f"{seed}.png", 32, seed)
+        ours = call("classify", [f"ckpt={tmp_path / 'm.ckpt'}", f"image={image}", f"labels=[{','.join(CLASSES)}]"])
+        found = classify(str(image), candidate_labels=CLASSES, hypothesis_template="a photo of a {}")
+        assert [f["label"] for f in found] == [label for label, _ in ours]
+        assert [f["score"] for f in found] == pytest.approx([score for _, score in ours], abs=1e-5)
+
+
+def test_swapping_two_ids_of_a_tokenizer_trades_their_tokens_and_refuses_a_post_processor():
+    """What the CLIP export renumbers with: the two tokens trade ids, every other id stays; a
+    post-processor (BERT's [CLS] ... [SEP], naming ids of its own) is refused, not left stale."""
+    from tokenizers import processors
+
+    from zoo.data.tokenizers import backend, swapped
+
+    words = WordTokenizer.from_texts(["a photo of a cat", "a photo of a dog"])
+    last = words.vocab_size - 1
+    swap = swapped(words, words.eos_id, last)
+    text = "a photo of a dog <eos>"
+    assert swap.encode(text) == [{words.eos_id: last, last: words.eos_id}.get(i, i) for i in words.encode(text)]
+    assert backend(swap).token_to_id("<eos>") == last
+    bert = _wordpiece()
+    bert.tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                                  special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    with pytest.raises(ValueError, match="cannot swap ids 2 and 4 of a WordPiece tokenizer with post-processor "
+                                         "TemplateProcessing"):
+        swapped(bert, 2, 4)
+
+
+@pytest.mark.slow  # trains: ~15 s on one core
+def test_a_clip_trained_by_its_cpu_recipe_exports_and_classifies_in_the_pipeline_as_zoo_classify(tmp_path):
+    """The filed case: ``experiment=clip_cifar10_captions_cpu`` (a few steps, on a tiny CIFAR-10
+    folder) trains a CLIP whose end of text is the word vocabulary's id 2; ``zoo export`` writes it
+    and the pipeline gives ``zoo classify``'s ranking and scores on the data's test images."""
+    from transformers import pipeline
+
+    from test_bad_input_data import cifar10_folder
+    from test_llava import run_config
+    from zoo.train.run import train
+
+    data = cifar10_folder(tmp_path / "data")
+    train(run_config(tmp_path / "run", ["experiment=clip_cifar10_captions_cpu", f"paths.data_dir={data}",
+                                        "trainer.max_steps=2", "trainer.val_check_interval=2",
+                                        "~callbacks.recipe_milestones"]))
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    call("export", [f"ckpt={ckpt}", f"out={tmp_path / 'out'}"])
+    classify = pipeline("zero-shot-image-classification", model=str(tmp_path / "out"))
+    labels = ["airplane", "cat", "dog"]
+    for image in sorted((data / "cifar10" / "test").glob("*/[01].jpg")):
+        ours = call("classify", [f"ckpt={ckpt}", f"image={image}", f"labels=[{','.join(labels)}]"])
+        found = classify(str(image), candidate_labels=labels, hypothesis_template="a photo of a {}")
+        assert [f["label"] for f in found] == [label for label, _ in ours]
+        assert [f["score"] for f in found] == pytest.approx([score for _, score in ours], abs=1e-5)
+
+
 def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
     """The pipeline finds what ``zoo detect`` finds (labels by name, scores, boxes in pixels; the
     pipeline rounds boxes down to whole pixels and does not clip them to the image, zoo detect does)."""
@@ -163,6 +249,74 @@ def test_a_yolos_detects_in_the_object_detection_pipeline(tmp_path, capsys):
     for d, o in zip(theirs, ours):
         box = [min(max(d["box"][k], 0), 32) for k in ("xmin", "ymin", "xmax", "ymax")]
         assert box == pytest.approx(o["box"], abs=1.0)
+
+
+CTC_TINY = ["model.net.n_layers=1", "model.net.block.d_model=16", "model.net.block.n_heads=2",
+            "model.net.block.d_ff=32", "model.net.embedder.conv_dim=[8,8,8]", "model.net.embedder.n_conv_pos=4",
+            "model.net.embedder.conv_pos_groups=2"]
+
+
+@pytest.mark.parametrize("converter", ["wav2vec2", "hubert"])
+def test_a_ctc_model_transcribes_in_the_asr_pipeline_as_zoo_transcribe(tmp_path, capsys, converter):
+    """A wav2vec 2.0 of its shipped config, or the same net as a HuBERT (``model.converter=
+    zoo.convert.hubert.pretrained``: written as ``HubertForCTC``), on data=fsdd's characters: the folder's
+    Wav2Vec2CTCTokenizer encodes a transcript as the zoo does and decodes ids as the zoo's greedy
+    decoding (repeats collapsed, then the blank dropped; start and end of text read as the blank),
+    its feature extractor normalises a wave as the zoo; the ASR pipeline, given the folder alone,
+    gives ``zoo transcribe``'s transcripts (without their end spaces: the tokenizer strips them)."""
+    import numpy as np
+    import soundfile
+    from transformers import AutoFeatureExtractor, AutoProcessor, AutoTokenizer, pipeline
+
+    from zoo.data.audio import normalise_wave
+    from zoo.data.fsdd import WORDS
+    from zoo.data.speech import SPECIALS
+    from zoo.models.ctc import greedy
+
+    tok = CharTokenizer.from_text(" ".join(WORDS), specials=SPECIALS)  # as FSDD builds it (data.tokenizer=char)
+    pad, bos, eos = (tok.token_id(t) for t in SPECIALS)
+    dims = {"vocab_size": tok.vocab_size, "n_mels": 80, "pad_id": pad, "bos_id": bos, "eos_id": eos,
+            "audio_window": None}
+    checkpoint(tmp_path / "ctc.ckpt", "wav2vec2", dims, *CTC_TINY,
+               f"model.converter=zoo.convert.{converter}.pretrained", tokenizer=tok)
+    written, _ = export(tmp_path / "ctc.ckpt", tmp_path / "out")
+    assert written == {"wav2vec2": "Wav2Vec2ForCTC", "hubert": "HubertForCTC"}[converter]
+    assert type(AutoProcessor.from_pretrained(tmp_path / "out")).__name__ == "Wav2Vec2Processor"
+    hf_tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert hf_tok("seven two").input_ids == tok.encode("seven two")
+    o, n, e, space = (tok.token_id(c) for c in "one ")
+    best = torch.tensor([[o, o, pad, o, bos, o, n, n, eos, n, pad, space, space, e, eos, pad, e]])
+    ids = greedy(torch.nn.functional.one_hot(best, tok.vocab_size).float(), None, pad)[0]
+    assert hf_tok.decode(best[0].tolist()) == tok.decode(ids) == "ooonn ee"
+    wave = (0.3 * np.sin(np.arange(16000) / 9.0) + 0.05 * np.random.default_rng(0).standard_normal(16000)
+            ).astype(np.float32)
+    values = AutoFeatureExtractor.from_pretrained(tmp_path / "out")(wave, sampling_rate=16000,
+                                                                      return_tensors="pt").input_values
+    torch.testing.assert_close(values[0], normalise_wave(torch.from_numpy(wave)), atol=1e-5, rtol=1e-5)
+    asr = pipeline("automatic-speech-recognition", model=str(tmp_path / "out"))
+    for seed, seconds in ((0, 1.0), (1, 0.6), (2, 1.7)):
+        clip = (0.2 * np.random.default_rng(seed).standard_normal(int(seconds * 16000))).astype(np.float32)
+        soundfile.write(tmp_path / f"{seed}.wav", clip, 16000, subtype="FLOAT")
+        capsys.readouterr()
+        call("transcribe", [f"ckpt={tmp_path / 'ctc.ckpt'}", f"audio={tmp_path / f'{seed}.wav'}"])
+        ours = capsys.readouterr().out.rstrip("\n").split("\t")[1]
+        assert ours.strip()  # random weights: not an empty transcript
+        assert asr({"raw": clip, "sampling_rate": 16000})["text"] == ours.strip()
+
+
+def test_a_ctc_model_of_a_bpe_vocabulary_keeps_its_tokenizer_with_a_warning(tmp_path, caplog):
+    """Wav2Vec2CTCTokenizer joins tokens as they are: a BPE run's (``data.tokenizer=bpe``) cannot be one,
+    so the folder keeps the tokenizers file and the export says the pipeline's text will differ."""
+    from zoo.data.fsdd import WORDS
+    from zoo.data.speech import BPE_SPECIALS
+    from zoo.data.tokenizers import train_bpe
+
+    tok = train_bpe([" ".join(WORDS)] * 4, 40, tmp_path / "bpe.json", BPE_SPECIALS)
+    checkpoint(tmp_path / "ctc.ckpt", "wav2vec2", {"vocab_size": tok.vocab_size, "pad_id": 0}, *CTC_TINY, tokenizer=tok)
+    with caplog.at_level("WARNING"):
+        export(tmp_path / "ctc.ckpt", tmp_path / "out")
+    assert "tokenizer is not one of characters" in caplog.text
+    assert (tmp_path / "out" / "tokenizer.json").is_file() and not (tmp_path / "out" / "vocab.json").exists()
 
 
 def _tiny_gpt(path: Path) -> torch.nn.Module:

@@ -7,13 +7,16 @@ share live here once: a CLIP-style encoder layer's names, a text tower's, a visi
 
 from __future__ import annotations
 
+import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
-from zoo.convert.family import Family
+from zoo.convert.family import Family, image_processor
 from zoo.convert.vit import HF_ACTIVATIONS
 
 MODEL_TYPES = ("clip",)  # the config.json model_type values this converter reads
@@ -194,9 +197,55 @@ VISION_KEYS = tower_keys("vision_config.", "vision.") | {
     "vision_config.image_size": "vision.embedder.image_size", "vision_config.patch_size": "vision.embedder.patch_size",
     "vision_config.num_channels": "vision.embedder.channels"}
 
+
+@torch.no_grad()
+def eos_off_the_legacy_id(net: nn.Module, net_cfg: dict[str, Any], tokenizer: Any) -> tuple[nn.Module, dict[str, Any], Any]:
+    """The export's renumbering: ``CLIPTextTransformer`` pools at the first end-of-text id unless its
+    ``eos_token_id`` is 2 (:data:`LEGACY_EOS`), where it pools at the largest id. A zoo run that
+    pools at an end of text whose id is 2 (a word vocabulary's ``<eos>``) is written with that id
+    and the vocabulary's last trading places: their token embedding rows and their tokens in the
+    tokenizer, the same network under other numbers. Any other run is written as it is."""
+    from zoo.data.tokenizers import swapped
+
+    eos = net_cfg.get("eos_id")
+    if net_cfg["text_pool"] != "eos" or eos != LEGACY_EOS:
+        return net, net_cfg, tokenizer
+    last = net_cfg["embedder"]["vocab_size"] - 1
+    net = copy.deepcopy(net)
+    rows = net.embedder.tokens.weight
+    rows[[eos, last]] = rows[[last, eos]].clone()
+    net.eos_id = last
+    return net, {**net_cfg, "eos_id": last}, swapped(tokenizer, eos, last) if tokenizer is not None else None
+
+
+def clip_image_processor(size: int) -> dict[str, Any]:
+    """A ``CLIPImageProcessor`` that reads an image as the zoo's image-text data and ``zoo classify``
+    do (:func:`zoo.data.images.to_tensor`): RGB, resized to ``size`` square (no crop), [-1, 1]."""
+    return image_processor("CLIPImageProcessor", size, {}) | {"do_center_crop": False, "do_convert_rgb": True}
+
+
+def caption_tokenizer(folder: Path) -> None:
+    """The saved tokenizer folder ``folder`` made to tokenize a caption as the zoo's image-text data
+    do (``CaptionItems``, ``Contrastive.class_vectors``): its ids, then the end-of-text id; no
+    start-of-text (the zoo places none). The two-tower models read ``input_ids`` and
+    ``attention_mask`` only."""
+    from tokenizers import Tokenizer, processors
+
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    eos = config["eos_token"]
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, tok.token_to_id(eos))])
+    tok.save(str(folder / "tokenizer.json"))
+    config["model_input_names"] = ["input_ids", "attention_mask"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+
+
 FAMILY = Family(
     hf_class="CLIPModel", config_class="CLIPConfig",
     keys=TEXT_KEYS | VISION_KEYS | {"projection_dim": "head.out_features", "text_config.eos_token_id": "eos_id"},
     activations=HF_ACTIVATIONS, activation_key="text_config.hidden_act",
     shape=lambda config, net: clip_shape(config), state_dict=clip_state_dict, example=example,
-    outputs=logits_per_image, ours=lambda net, x: net(*x), extra=_extra, ids_prefix="text_config.")
+    outputs=logits_per_image, ours=lambda net, x: net(*x), extra=_extra, ids_prefix="text_config.",
+    processors=lambda net, hparams: {"preprocessor_config.json": clip_image_processor(
+        net["vision"]["embedder"]["image_size"]) | {"processor_class": "CLIPProcessor"}},
+    tokenizer_files=caption_tokenizer, renumber=eos_off_the_legacy_id)

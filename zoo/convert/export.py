@@ -307,7 +307,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     The ``transformers`` class is the one of the checkpoint's ``model.converter``, or ``hf_class``
     (``VitDetModel`` for a headless ViTDet; GPT-Neo and YOLOS checkpoints written before their
     converters name none); a net with neither (the original Transformer, a ViTDet classifier) is
-    written in the zoo's format instead (:func:`write_zoo`). LoRA adapters (a run
+    written in the zoo's format instead (:func:`write_zoo`). Token ids the class reads as something
+    else than the run did are renumbered first, weights and tokenizer alike (``FAMILY.renumber``:
+    CLIP's end of text at id 2, which its text model reads as "pool at the largest id"). LoRA adapters (a run
     with ``model.lora``) are merged into the weights first; without ``merge_lora`` the folder
     holds the base and, in ``adapter/``, a peft adapter folder named for the Hugging Face
     model's modules (:mod:`zoo.convert.adapters`). A non-empty ``out`` is refused unless ``overwrite``; the folder is
@@ -316,6 +318,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     folder is written back as one with ``sentence_transformer`` (that folder, or ``hf:<repo>``):
     :func:`zoo.models.sentence_transformers.write`. Returns (the class written, None for the zoo's
     format; the names of its weights the zoo net has no counterpart for)."""
+    from lightning.fabric.utilities.data import AttributeDict
+
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
@@ -333,6 +337,10 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     net, hparams = objective.net, objective.hparams
     named = hf_class is not None
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
+    if hf_class in FAMILIES:  # token ids the Hugging Face class reads otherwise than the run, renumbered first
+        net, net_cfg, tokenizer = FAMILIES[hf_class].renumber(net, hparams.net, tokenizer)
+        hparams = AttributeDict({**hparams, "net": net_cfg})
     adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
     if hparams.get("lora") and merge_lora:
         net = lora.merge(net)
@@ -347,7 +355,6 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     if origin is not None and hf_class != "BertForMaskedLM":
         raise ValueError(f"sentence_transformer= writes a BERT's sentence-transformers folder; {ckpt} is a "
                          f"{hf_class or 'zoo-format'} export")
-    tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     own = {role: hparams.get(f"{role}_id") for role in ("pad", "bos", "eos", "mask")}
     roles = role_tokens(tokenizer, own) if tokenizer is not None else {}
     ids = {role: i for role, i in own.items() if i is not None} | {

@@ -101,6 +101,10 @@ def _no_change(*args: Any) -> None:
     return None
 
 
+def _same_ids(net: nn.Module, net_cfg: dict[str, Any], tokenizer: Any) -> tuple[nn.Module, dict[str, Any], Any]:
+    return net, net_cfg, tokenizer
+
+
 def _run(net: nn.Module, x: Tensor | tuple[Tensor, ...]) -> Tensor:
     return net(*x) if isinstance(x, tuple) else net(x)
 
@@ -132,6 +136,9 @@ class Family:
     # (net config, run hparams) -> the processor files (name -> JSON) its client reads inputs with
     processors: Callable[[dict[str, Any], dict[str, Any]], dict[str, dict[str, Any]]] = _nothing
     tokenizer_files: Callable[[Path], None] = _no_change  # rewrites the saved tokenizer folder for its client
+    # (net, net config, the run's tokenizer or None) -> the same with token ids renumbered, where the
+    # Hugging Face class reads an id as something the run's id is not (CLIP: an end of text at id 2)
+    renumber: Callable[[nn.Module, dict[str, Any], Any], tuple[nn.Module, dict[str, Any], Any]] = _same_ids
     chat_template: bool = False  # the run's prompt becomes the tokenizer's chat template (LLaVA)
     # a checkpoint whose model.converter is this module's is exported to hf_class (ViTDet: no, the
     # class is the backbone and a zoo ViTDet a classifier; named with hf_class=)

@@ -9,10 +9,10 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.clip import clip_vision_state_dict
+from zoo.convert.clip import clip_image_processor, clip_vision_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.decoder import ACTIVATIONS
-from zoo.convert.family import Family, config_only, image_processor, tokens
+from zoo.convert.family import Family, config_only, tokens
 from zoo.convert.llama import LLAMA, llama_shape, llama_state_dict
 
 MODEL_TYPES = ("llava",)  # the config.json model_type values this converter reads
@@ -153,8 +153,7 @@ def _extra(net: dict[str, Any]) -> dict[str, Any]:
 def _processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The CLIP image processor (the zoo answer's normalisation) and LlavaProcessor's config."""
     vision = net["embedder"]["vision"]
-    config = image_processor("CLIPImageProcessor", vision["image_size"], {})
-    return {"preprocessor_config.json": config | {"do_center_crop": False, "do_convert_rgb": True},
+    return {"preprocessor_config.json": clip_image_processor(vision["image_size"]),
             "processor_config.json": {
                 "processor_class": "LlavaProcessor", "image_token": "<image>",
                 "patch_size": vision["model"]["embedder"]["patch_size"], "num_additional_image_tokens": 1,

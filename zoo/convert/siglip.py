@@ -10,10 +10,10 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.convert.clip import (TEXT_KEYS, VISION_KEYS, block_shape, encoder_layers, example, logits_per_image,
-                              text_shape, text_tower_state_dict, two_tower_from_transformers, two_tower_pretrained,
-                              vision_activation)
-from zoo.convert.family import Family
+from zoo.convert.clip import (TEXT_KEYS, VISION_KEYS, block_shape, caption_tokenizer, encoder_layers, example,
+                              logits_per_image, text_shape, text_tower_state_dict, two_tower_from_transformers,
+                              two_tower_pretrained, vision_activation)
+from zoo.convert.family import Family, image_processor
 from zoo.convert.vit import HF_ACTIVATIONS
 
 MODEL_TYPES = ("siglip",)  # the config.json model_type values this converter reads
@@ -82,4 +82,9 @@ FAMILY = Family(
     keys=TEXT_KEYS | VISION_KEYS | {"text_config.projection_size": "head.out_features"},
     activations=HF_ACTIVATIONS, activation_key="text_config.hidden_act",
     shape=lambda config, net: siglip_shape(config), state_dict=siglip_state_dict, example=example,
-    outputs=logits_per_image, ours=lambda net, x: net(*x), extra=_extra, ids_prefix="text_config.")
+    outputs=logits_per_image, ours=lambda net, x: net(*x), extra=_extra, ids_prefix="text_config.",
+    # the image read as zoo classify reads it (zoo.data.images.to_tensor), by SiglipProcessor's parts
+    processors=lambda net, hparams: {"preprocessor_config.json": image_processor(
+        "SiglipImageProcessor", net["vision"]["embedder"]["image_size"], {}) | {
+        "do_convert_rgb": True, "processor_class": "SiglipProcessor"}},
+    tokenizer_files=caption_tokenizer)

@@ -5,7 +5,10 @@ the same layout under another prefix: both are a :class:`Layout` row of this one
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,6 +16,8 @@ from torch import Tensor, nn
 
 from zoo.convert.common import build_net, init_net, leave_out, load_mapped, read_checkpoint_dir, refuse, shape_overrides
 from zoo.convert.family import Family, at
+
+log = logging.getLogger(__name__)
 
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "relu": "relu", "silu": "silu"}
 
@@ -150,6 +155,45 @@ def waves(net: dict[str, Any]) -> Tensor:
     return torch.randn(2, n)
 
 
+def feature_extractor(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``preprocessor_config.json``: the ``Wav2Vec2FeatureExtractor`` that reads audio as the zoo does
+    (:func:`zoo.data.audio.normalise_wave`, ``collate_waves``): 16 kHz mono samples, each utterance
+    normalised over its own samples, zeros after it, and the padding masked (an attention mask)."""
+    from zoo.data.audio import SAMPLE_RATE
+
+    return {"preprocessor_config.json": {
+        "feature_extractor_type": "Wav2Vec2FeatureExtractor", "processor_class": "Wav2Vec2Processor",
+        "feature_size": 1, "sampling_rate": SAMPLE_RATE, "do_normalize": True, "padding_value": 0.0,
+        "padding_side": "right", "return_attention_mask": True}}
+
+
+def ctc_tokenizer(folder: Path) -> None:
+    """Make the tokenizer folder ``folder`` (:func:`zoo.data.tokenizers.save_folder`'s) a
+    ``Wav2Vec2CTCTokenizer``'s, with which the ASR pipeline decodes a CTC model's ids as the zoo's
+    greedy decoding does (repeats collapsed, then the blank dropped): ``vocab.json`` holds the
+    characters and the pad token, CTC's blank; the space is the word delimiter. The zoo's other
+    special tokens (start, end of text) are no characters: decoding drops them, so they are left out
+    of ``vocab.json`` and read as the blank (the unknown token). A tokenizer of longer tokens (a BPE
+    run's) stays as it is, with a warning: Wav2Vec2CTCTokenizer joins its tokens as they are."""
+    from transformers import Wav2Vec2CTCTokenizer
+
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    data = json.loads((folder / "tokenizer.json").read_text())
+    pad = config["pad_token"]
+    specials = {t["content"] for t in data["added_tokens"] if t["special"]} - {pad}
+    vocab = {token: i for token, i in data["model"]["vocab"].items() if token not in specials}
+    if any(len(token) != 1 for token in vocab.keys() - {pad}):
+        log.warning("this run's tokenizer is not one of characters: the export keeps it, and the ASR pipeline "
+                    "joins its tokens as they are, not as the zoo decodes them")
+        return
+    for name in ("tokenizer.json", "special_tokens_map.json"):
+        (folder / name).unlink()
+    (folder / "vocab.json").write_text(json.dumps(vocab, indent=1, ensure_ascii=False))
+    Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), bos_token=None, eos_token=None, unk_token=pad, pad_token=pad,
+                         word_delimiter_token=" ", model_max_length=config.get("model_max_length"),
+                         clean_up_tokenization_spaces=False).save_pretrained(folder)
+
+
 def family(layout: Layout) -> Family:
     """The export's description of ``layout`` (its config keys are wav2vec 2.0's)."""
     keys = {"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
@@ -173,7 +217,8 @@ def family(layout: Layout) -> Family:
                            "feat_proj_dropout": net["embedder"]["dropout"]}
         # the conv lists as plain lists (the table's copies are OmegaConf's, which the config refuses)
         | {key: list(net["embedder"][zoo]) for key, zoo in (("conv_dim", "conv_dim"), ("conv_kernel", "conv_kernel"),
-                                                             ("conv_stride", "conv_stride"))})
+                                                             ("conv_stride", "conv_stride"))},
+        processors=feature_extractor, tokenizer_files=ctc_tokenizer)
 
 
 FAMILY = family(WAV2VEC2)

@@ -310,6 +310,24 @@ def backend(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer) -> Tokenizer
     return out
 
 
+def swapped(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer, a: int, b: int) -> HFTokenizer:
+    """``tokenizer`` with the ids ``a`` and ``b`` trading tokens (an export that renumbers a model's
+    ids trades its rows too). A vocabulary that is not a token -> id table (Unigram's list), or a
+    post-processor (it names ids of its own), is refused."""
+    data = json.loads(backend(tokenizer).to_str())
+    post = data.get("post_processor")
+    if post is not None or not isinstance(data["model"].get("vocab"), dict):
+        raise ValueError(f"cannot swap ids {a} and {b} of a {data['model']['type']} tokenizer with post-processor "
+                         f"{post and post['type']}: only a token -> id vocabulary without a post-processor (which "
+                         f"names ids of its own) can be renumbered")
+    swap = {a: b, b: a}
+    data["model"]["vocab"] = {token: swap.get(i, i) for token, i in data["model"]["vocab"].items()}
+    for added in data["added_tokens"]:
+        added["id"] = swap.get(added["id"], added["id"])
+    roles = tokenizer.roles if isinstance(tokenizer, HFTokenizer) else None
+    return HFTokenizer(Tokenizer.from_str(json.dumps(data)), roles)
+
+
 def role_tokens(tokenizer: HFTokenizer | CharTokenizer | WordTokenizer,
                 ids: dict[str, int | None]) -> dict[str, str]:
     """The token of each role (``pad``, ``eos``, ...) ``tokenizer`` has: the run's own ids

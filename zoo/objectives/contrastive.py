@@ -69,19 +69,31 @@ class Contrastive(Objective):
         self._tokenizer = tokenizer_from_state(self.hparams.tokenizer) if self.hparams.tokenizer else None
         self._classes: Tensor | None = None  # the class captions' text vectors, on the test pass
 
+    def full_length(self, tokens: Tensor, padding: Tensor) -> tuple[Tensor, Tensor]:
+        """Captions (B, L) and their padding as the text tower reads them. A tower read at its last
+        position (SigLIP's ``text_pool=last``) reads every caption right-padded to its context, as
+        SigLIP trains and its processor pads (the zero-shot pipeline: to 64): the last position is
+        then the same whatever other captions share the batch. Others read them as they are."""
+        width = self.net.context - tokens.shape[1]
+        if self.net.text_pool != "last" or width <= 0:
+            return tokens, padding
+        return F.pad(tokens, (0, width), value=self._tokenizer.pad_id), F.pad(padding, (0, width), value=False)
+
     def logits(self, batch: ImageCaptions) -> Tensor:
         """Logits per image (B, B) of a batch, pair i on the diagonal."""
-        return self.forward_net(batch.tokens, batch.images, batch.padding).float()
+        tokens, padding = self.full_length(batch.tokens, batch.padding)
+        return self.forward_net(tokens, batch.images, padding).float()
 
     def training_step(self, batch: ImageCaptions, batch_idx: int) -> Tensor:
-        self.flops_per_batch = self.net.batch_flops(batch.tokens, batch.images)
+        self.flops_per_batch = self.net.batch_flops(self.full_length(batch.tokens, batch.padding)[0], batch.images)
         loss = self.loss_fn(self.logits(batch))
         self.log("train/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch.samples)
         return loss
 
     def _evaluate(self, batch: ImageCaptions, stage: str) -> Tensor:
         """Log the loss and the in-batch retrieval accuracy; return the image vectors (B, P)."""
-        images, texts = self.net.encode_image(batch.images), self.net.encode_text(batch.tokens, batch.padding)
+        tokens, padding = self.full_length(batch.tokens, batch.padding)
+        images, texts = self.net.encode_image(batch.images), self.net.encode_text(tokens, padding)
         logits = self.net.similarity(images, texts).float()
         n = batch.samples
         self.log(f"{stage}/loss", self.loss_fn(logits), prog_bar=True, sync_dist=True, batch_size=n)
@@ -94,12 +106,12 @@ class Contrastive(Objective):
 
     def class_vectors(self, prompts: list[str]) -> Tensor:
         """The text vectors (C, P) of ``prompts``, each tokenized as the data's captions are (ids, then
-        the end-of-text id), right-padded in one batch."""
+        the end-of-text id), right-padded in one batch (:meth:`full_length`)."""
         ids = [self._tokenizer.encode(p) + [self._tokenizer.eos_id] for p in prompts]
         width = max(map(len, ids))
         tokens = torch.tensor([i + [self._tokenizer.pad_id] * (width - len(i)) for i in ids], device=self.device)
         padding = torch.tensor([[True] * len(i) + [False] * (width - len(i)) for i in ids], device=self.device)
-        return self.net.encode_text(tokens, padding)
+        return self.net.encode_text(*self.full_length(tokens, padding))
 
     def test_step(self, batch: ImageCaptions, batch_idx: int) -> None:
         images = self._evaluate(batch, "test")

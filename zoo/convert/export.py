@@ -244,14 +244,15 @@ def _empty_out(out: Path, overwrite: bool) -> None:
                               f"to replace its contents")
 
 
-def _to_hf_of(ckpt: str | Path, net: nn.Module, hparams: dict[str, Any], hf_class: str, named: bool,
-              settings: dict[str, Any]) -> tuple[nn.Module, list[str]]:
-    """:func:`to_hf` of a checkpoint's net; what stops it is refused in one line naming ``ckpt``
-    and where the class came from (its ``model.converter``, or ``hf_class=``: ``named``). A net of
-    another family (a converter edited to another family's) fails deep in building the class's
-    config (a ``TypeError``, ``KeyError``): said as such, rather than with that error alone."""
+@contextmanager
+def _as_its_class(ckpt: str | Path, hparams: dict[str, Any], hf_class: str, named: bool) -> Iterator[None]:
+    """What stops turning a checkpoint's net into ``hf_class`` (renumbering its ids, :func:`to_hf`)
+    is refused in one line naming ``ckpt`` and where the class came from (its ``model.converter``,
+    or ``hf_class=``: ``named``). A net of another family (a converter edited to another family's)
+    fails deep in building the class's config (a ``TypeError``, ``KeyError``): said as such, rather
+    than with that error alone."""
     try:
-        return to_hf(net, hparams.net, hf_class, settings)
+        yield
     except Exception as err:
         given = "hf_class=" if named else f"its model.converter={hparams.get('converter')}"
         why = str(err) if isinstance(err, ValueError) else \
@@ -339,7 +340,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     if hf_class in FAMILIES:  # token ids the Hugging Face class reads otherwise than the run, renumbered first
-        net, net_cfg, tokenizer = FAMILIES[hf_class].renumber(net, hparams.net, tokenizer)
+        with _as_its_class(ckpt, hparams, hf_class, named):
+            net, net_cfg, tokenizer = FAMILIES[hf_class].renumber(net, hparams.net, tokenizer)
         hparams = AttributeDict({**hparams, "net": net_cfg})
     adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
     if hparams.get("lora") and merge_lora:
@@ -366,7 +368,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
         else:
             family = FAMILIES[hf_class] if hf_class in FAMILIES else None
             settings = _run_settings(family, hparams, ids) if family else {}
-            hf, untouched = _to_hf_of(ckpt, net, hparams, hf_class, named, settings)
+            with _as_its_class(ckpt, hparams, hf_class, named):
+                hf, untouched = to_hf(net, hparams.net, hf_class, settings)
             if hf.can_generate():  # built from the family's defaults: the run's own ids (or none)
                 for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
                     setattr(hf.generation_config, key, settings.get(f"{family.ids_prefix}{key}",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig, ListConfig
 
 from zoo.config import CONF_DIR, compose_config
@@ -166,7 +166,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
 
         try:
             check_overrides("train", side_overrides(cfg[key]))
-        except Refused as refusal:
+        except ValueError as refusal:  # (Refused is one)
             raise Refused(f"{key}={cfg[key]}: {refusal}") from None
     if command == "compare":
         if "study" not in cfg:
@@ -183,11 +183,13 @@ def check(command: str, config: str, arguments: list[str]) -> None:
 
 
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:
-    """A study's runs compose (each value's overrides, and ``extra`` added to every run, checked as
+    """A study file's keys, names, seeds and budget (:func:`zoo.cli.study.check_shape`); its runs
+    compose (each value's overrides, and ``extra`` added to every run, checked as
     train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
-    from zoo.cli.study import check_one_axis, run_overrides
+    from zoo.cli.study import check_one_axis, check_shape, run_overrides
 
     try:
+        check_shape(study)
         for value in study["values"]:
             try:
                 check_overrides("train", run_overrides(study, value, extra))
@@ -205,7 +207,12 @@ TRAINING_OVERRIDES = {"diff": ("a", "b")}
 def check_overrides(config: str, arguments: list[str]) -> DictConfig:
     """The checks of :func:`check` that every command shares: group choices and keys; returns
     conf/<config>.yaml composed with ``arguments`` (and Hydra's own config)."""
-    overrides = OverridesParser.create().parse_overrides(arguments)
+    try:
+        overrides = OverridesParser.create().parse_overrides(arguments)
+    except OverrideParseException as error:
+        bad = next((a for a in arguments if not _parses(a)), " ".join(arguments))
+        raise Refused(f"{bad!r}: not one key=value ({' '.join(str(error).split()[:8])}); a value of several words "
+                      f"is quoted for Hydra too: key='a b'") from None
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     for override in overrides:
         key = override.key_or_group
@@ -225,6 +232,15 @@ def check_overrides(config: str, arguments: list[str]) -> DictConfig:
         elif _node(base, key.split(".")) is None:
             check_unknown_key(base, key)
     return _compose(arguments, config, return_hydra_config=True)
+
+
+def _parses(argument: str) -> bool:
+    """Whether Hydra parses ``argument`` as one override."""
+    try:
+        OverridesParser.create().parse_overrides([argument])
+    except OverrideParseException:
+        return False
+    return True
 
 
 def _compose(overrides: list[str], config: str, return_hydra_config: bool = False) -> DictConfig:

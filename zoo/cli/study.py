@@ -1,20 +1,67 @@
 """A study (conf/study/*.yaml): a base, ONE axis and its values, seeds and a budget, as the runs
 of a Hydra multirun. Each value's overrides become one option of a config group ``study_value``
-written into the study's folder, so that the sweep is Hydra's own (``+study_value=a,b seed=1,2``)
+written into the study's folder, so that the sweep is Hydra's own (``+study_run=a/seed_1,b/seed_1``)
 under whichever launcher ``hydra/launcher=`` picks. A study whose runs differ in more than its axis
-(:mod:`zoo.models.axes`, as ``zoo diff`` groups them) is refused, naming the axes."""
+(:mod:`zoo.models.axes`, as ``zoo diff`` groups them) is refused, naming the axes.
+
+A study file is untrusted input: its value names become folders of ``out``, so each is a name
+(letters, digits, ``_ . -``), never a path; its keys, seeds and budget are checked before anything
+runs, every run's config composed (:func:`check_runs`)."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.diff import compared
-from zoo.config import CONF_DIR
+from zoo.config import CONF_DIR, compose_config
 from zoo.models.axes import GROUPS
+
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric")  # a study file's keys
+NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
+
+
+def check_name(study: str, what: str, name: object) -> None:
+    """Refuse a ``name`` that is not one plain folder name (``../../x``, ``a/b``, ``a,b``, ``..``)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"study {study}: {what} {name!r} is not a name: a name is letters, digits, _ . - "
+                         f"(it names a folder of out=), not . or ..; rename it")
+
+
+def check_shape(study: DictConfig) -> None:
+    """Refuse (ValueError, one line) a study file whose keys, names, seeds or budget are not a
+    study's: an unknown key (with the closest known one), a name that is a path, no seeds or a
+    seed twice, a budget that is not one positive amount."""
+    from zoo.cli.precheck import did_you_mean
+
+    name = study.get("name", "?")
+    for key in study:
+        if key not in KEYS:
+            raise ValueError(f"study {name}: unknown key {key}{did_you_mean(str(key), list(KEYS))}; "
+                             f"a study's keys are {', '.join(KEYS)}")
+    for key in ("name", "axis", "values", "seeds", "budget"):
+        if study.get(key) is None:
+            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:-1])} (and a metric)")
+    check_name(name, "name", name)
+    if not isinstance(study["values"], DictConfig) or not study["values"]:
+        raise ValueError(f"study {name}: values: expected a mapping of value names to lists of overrides")
+    for value, overrides in study["values"].items():
+        check_name(name, "value", value)
+        if not isinstance(overrides, ListConfig):
+            raise ValueError(f"study {name}: value {value}: expected a list of overrides, e.g. [key=value]")
+    seeds = study.seeds
+    if not isinstance(seeds, ListConfig) or not seeds or not all(type(s) is int for s in seeds):
+        raise ValueError(f"study {name}: seeds={seeds}: a study names one or more whole-number seeds, e.g. "
+                         f"seeds: [1337, 1]")
+    twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if twice:
+        raise ValueError(f"study {name}: seeds={list(seeds)}: seed {twice[0]} twice; each seed once")
+    budget_overrides(study)
 
 
 def run_overrides(study: DictConfig, value: str, extra: list[str] = ()) -> list[str]:
@@ -55,6 +102,10 @@ def budget_overrides(study: DictConfig) -> list[str]:
     if len(given) != 1:
         raise ValueError(f"study {study.name}: budget={dict(given)}: a study names one budget (budget.flops, "
                          f"tokens, samples or seconds of conf/train.yaml), equal for every run")
+    for kind, amount in given.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+            raise ValueError(f"study {study.name}: budget.{kind}={amount}: a budget is a positive amount, the same "
+                             f"for every run")
     return [f"budget.{kind}={amount}" for kind, amount in given.items()]
 
 
@@ -72,29 +123,72 @@ def split_base(study: DictConfig) -> tuple[list[str], list[str]]:
     return command_line, shared
 
 
-def write_values(study: DictConfig, out: Path) -> Path:
-    """Each value as ``out/configs/study_value/VALUE.yaml`` (package _global_: its overrides as
-    nested keys, after the base's for the same keys (:func:`split_base`), and ``study: {name, axis,
-    value}``, which each run's config.yaml then holds); returns the folder to put on Hydra's search
-    path. Also ``out/study.yaml``, the study itself."""
-    folder = out / "configs" / "study_value"
-    folder.mkdir(parents=True, exist_ok=True)
+def runs(study: DictConfig) -> list[tuple[str, int]]:
+    """Every (value, seed) of the study, values in its order, then seeds."""
+    return [(value, seed) for value in study["values"] for seed in study.seeds]
+
+
+def run_name(value: str, seed: int) -> str:
+    """A run's folder under the study's ``out``: ``VALUE/seed_SEED`` (the value checked a name)."""
+    return f"{value}/seed_{seed}"
+
+
+def write_runs(study: DictConfig, out: Path, starts: dict[tuple[str, int], dict]) -> Path:
+    """Each run to start as ``out/configs/study_run/VALUE/seed_SEED.yaml`` (package _global_: the
+    value's overrides as nested keys, after the base's for the same keys (:func:`split_base`), its
+    seed, ``study: {name, axis, value}``, which the run's config.yaml then holds, and the keys in
+    ``starts[run]``: a resume's ``ckpt_path``, a restart's ``overwrite``); returns the folder to
+    put on Hydra's search path. Also ``out/study.yaml``, the study itself."""
+    folder = out / "configs" / "study_run"
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier start's runs
     shared = split_base(study)[1]
-    for name, overrides in study["values"].items():
-        tree = OmegaConf.create({"study": {"name": study.name, "axis": study.axis, "value": name}})
-        for override in OverridesParser.create().parse_overrides([*shared, *overrides]):
+    for (value, seed), keys in starts.items():
+        tree = OmegaConf.create({"study": {"name": study.name, "axis": study.axis, "value": value}, "seed": seed,
+                                 **keys})
+        for override in OverridesParser.create().parse_overrides([*shared, *study["values"][value]]):
             OmegaConf.update(tree, override.key_or_group, override.value(), merge=True, force_add=True)
-        (folder / f"{name}.yaml").write_text("# @package _global_\n" + OmegaConf.to_yaml(tree))
+        path = folder / f"{run_name(value, seed)}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# @package _global_\n" + OmegaConf.to_yaml(tree))
     (out / "study.yaml").write_text(OmegaConf.to_yaml(study))
     return out / "configs"
 
 
-def sweep(study: DictConfig, out: Path, launcher: str | None = None, extra: list[str] = ()) -> list[str]:
-    """The command line of the study's multirun: every value x every seed, one run folder each
-    (``out/VALUE/seed_SEED``), with the base, the budget and ``extra`` overrides."""
-    configs = write_values(study, out)
+def sweep(study: DictConfig, out: Path, starts: dict[tuple[str, int], dict], launcher: str | None = None,
+          extra: list[str] = ()) -> list[str]:
+    """The command line of the multirun of the study's runs in ``starts`` (:func:`write_runs`), one
+    run folder each (``out/VALUE/seed_SEED``), with the base, the budget and ``extra`` overrides."""
+    configs = write_runs(study, out, starts)
     return [sys.executable, "-m", "zoo", "train", "--multirun", f"hydra.searchpath=[file://{configs.resolve()}]",
-            f"+study_value={','.join(study['values'])}", f"seed={','.join(str(s) for s in study.seeds)}",
+            f"+study_run={','.join(run_name(*run) for run in starts)}",
             *split_base(study)[0], *budget_overrides(study), *extra, f"hydra.sweep.dir={out.resolve()}",
-            "hydra.sweep.subdir=${hydra.runtime.choices.study_value}/seed_${seed}",
+            "hydra.sweep.subdir=${hydra.runtime.choices.study_run}",
             *([f"hydra/launcher={launcher}"] if launcher else [])]
+
+
+def check_runs(study: DictConfig, extra: list[str] = ()) -> None:
+    """Compose every value's run config as its runs will be, and refuse (ValueError, one line)
+    one that names a ``_target_`` that does not exist: found before the first run, not after
+    the runs before it have trained. (Imports the targets' modules: after the precheck.)"""
+    from hydra.utils import get_object
+
+    for value in study["values"]:
+        cfg = compose_config(run_overrides(study, value, extra))
+        for key, target in targets(OmegaConf.to_container(cfg)):
+            try:
+                get_object(target)
+            except (ImportError, AttributeError, ValueError) as error:
+                raise ValueError(f"study {study.name}, value {value}: {key}._target_={target}: no such class or "
+                                 f"function ({' '.join(str(error).split())[:200]})") from None
+
+
+def targets(tree: object, at: str = "") -> list[tuple[str, str]]:
+    """(where, target) for each ``_target_`` in a config tree (dicts and lists)."""
+    found = []
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, node in items:
+        if key == "_target_" and isinstance(node, str):
+            found.append((at.rstrip("."), node))
+        else:
+            found += targets(node, f"{at}{key}.")
+    return found

@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
 from zoo.cli.precheck import check_study
-from zoo.cli.report import Run, read_run, study_runs, write_report
+from zoo.cli.report import Run, load, read_run, study_runs, write_report
 from zoo.cli.study import check_runs, runs, sweep
 from zoo.train import run_dir
 
@@ -49,18 +50,21 @@ def main(cfg: DictConfig) -> None:
     for path in write_report(out):
         print(f"wrote {path}")
     all_runs = study_runs(out)[1]
-    unfinished = [r for r in all_runs if r.state != "finished"]
-    if caught is None and not unfinished:
-        return
-    said = (f"{signal.Signals(caught).name}: the runs were stopped; " if caught else "") + (
-        f"{len(all_runs) - len(unfinished)} of {len(all_runs)} runs finished"
-        f"{' (' + ', '.join(r.name for r in all_runs if r.state == 'finished') + ')' if len(unfinished) < len(all_runs) else ''}; "
-        f"not finished: {'; '.join(f'{r.name} ({r.state})' for r in unfinished) or 'none'}; "
-        f"the report: {out / 'report.md'}; the same command resumes the study")
     if caught:
-        print(f"error: {said}", flush=True)
+        print(f"error: {signal.Signals(caught).name}: the runs were stopped; {summary(all_runs, out)}",
+              file=sys.stderr, flush=True)
         raise SystemExit(128 + caught)
-    raise RuntimeError(said)
+    if any(r.state != "finished" for r in all_runs):
+        raise RuntimeError(summary(all_runs, out))
+
+
+def summary(all_runs: list[Run], out: Path) -> str:
+    """What finished and what did not, in a line."""
+    finished = [r.name for r in all_runs if r.state == "finished"]
+    which = f" ({', '.join(finished)})" if finished else ""
+    others = "; ".join(f"{r.name} ({r.state})" for r in all_runs if r.state != "finished") or "none"
+    return (f"{len(finished)} of {len(all_runs)} runs finished{which}; not finished: {others}; "
+            f"the report: {out / 'report.md'}; the same command resumes the study")
 
 
 def plan(study: DictConfig, out: Path, extra: list[str]) -> dict[tuple[str, int], dict]:
@@ -75,10 +79,12 @@ def plan(study: DictConfig, out: Path, extra: list[str]) -> dict[tuple[str, int]
     if not study_file.is_file():
         raise FileExistsError(f"out={out} holds files ({', '.join(sorted(held)[:3])}) but no study.yaml: not a "
                               f"study's folder; pick another out=")
-    if OmegaConf.to_container(OmegaConf.load(study_file)) != OmegaConf.to_container(study):
+    saved = load(study_file)
+    if saved is None or OmegaConf.to_container(saved) != OmegaConf.to_container(study):
         raise FileExistsError(f"out={out} holds another study's runs (its study.yaml is not study={study.name}'s as "
                               f"it is now): pick another out=, or resume that study with its own file")
-    before = OmegaConf.to_container(OmegaConf.load(overrides_file)) if overrides_file.is_file() else []
+    saved_extra = load(overrides_file, ListConfig)
+    before = OmegaConf.to_container(saved_extra) if saved_extra is not None else []
     if before != extra:
         raise FileExistsError(f"out={out} holds this study's runs with overrides {before}, not {extra}: pick "
                               f"another out=, or resume with the same overrides= and steps=")

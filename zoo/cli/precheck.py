@@ -30,11 +30,12 @@ def did_you_mean(given: str, known: list[str], prefix: str = "") -> str:
     return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
-def check_group_choice(group: str, value: Any) -> None:
-    """``group=value`` names a file of conf/<group>/ (``value`` a name, not a sweep or a list)."""
+def check_group_choice(group: str, value: Any, searched: list[Path] = ()) -> None:
+    """``group=value`` names a file of conf/<group>/ or of ``searched``/<group>/ (the folders a
+    ``hydra.searchpath=`` adds: a study of one's own) (``value`` a name, not a sweep or a list)."""
     if not isinstance(value, str):
         return
-    choices = compat.choices(group)
+    choices = sorted({*compat.choices(group), *(p.stem for folder in searched for p in (folder / group).glob("*.yaml"))})
     if value not in choices:
         raise Refused(f"{group}={value}: no such {group}{did_you_mean(value, choices)}; "
                       f"the choices are conf/{group}/*.yaml: {', '.join(choices)}")
@@ -214,14 +215,17 @@ def check_overrides(config: str, arguments: list[str]) -> DictConfig:
         raise Refused(f"{bad!r}: not one key=value ({' '.join(str(error).split()[:8])}); a value of several words "
                       f"is quoted for Hydra too: key='a b'") from None
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    searched = [Path(str(place).removeprefix("file://")) for o in overrides if o.key_or_group == "hydra.searchpath"
+                for place in o.value() if str(place).startswith("file://")]
     for override in overrides:
         key = override.key_or_group
         if key.startswith("hydra.") or key.startswith("hydra/"):
             continue
         group = key.replace(".", "/")
         if group in groups and not override.is_delete():
-            check_group_choice(group, override.value())
-    group_overrides = [a for a, o in zip(arguments, overrides) if o.key_or_group.replace(".", "/") in groups]
+            check_group_choice(group, override.value(), searched)
+    group_overrides = [a for a, o in zip(arguments, overrides)
+                       if o.key_or_group.replace(".", "/") in groups or o.key_or_group == "hydra.searchpath"]
     base = _compose(group_overrides, config)
     for override in overrides:
         key = override.key_or_group

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
 from zoo.cli.study import check_shape, run_name
@@ -52,7 +52,8 @@ class Run:
     def said(self, metric: str) -> str:
         """The run's state in a few words."""
         if self.state == "finished" and self.final is not None:
-            return f"finished: final {metric} {self.final:.4f} at step {self.spent['final'].get('step', '?')}"
+            final = f"finished: final {metric} {self.final:.4f} at step {self.spent['final'].get('step', '?')}"
+            return f"{final}; {self.why}" if self.why else final
         return f"{self.state}: {self.why}" if self.why else self.state
 
 
@@ -67,13 +68,14 @@ def check_folder(folder: Path) -> None:
                               f"make it writable (chmod u+w) or report a writable copy of it")
 
 
-def _load(path: Path) -> DictConfig | None:
-    """A YAML file's config, or None where it is not one (binary, cut short, a list)."""
+def load(path: Path, kind: type = DictConfig) -> DictConfig | ListConfig | None:
+    """A YAML file's mapping (or list, ``kind=ListConfig``), or None where it is not one (binary,
+    cut short, another kind)."""
     try:
         cfg = OmegaConf.load(path)
     except Exception:  # yaml's and OmegaConf's errors alike: not a config
         return None
-    return cfg if isinstance(cfg, DictConfig) else None
+    return cfg if isinstance(cfg, kind) else None
 
 
 def run_configs(folder: Path) -> dict[Path, DictConfig]:
@@ -83,7 +85,7 @@ def run_configs(folder: Path) -> dict[Path, DictConfig]:
     for path in sorted(folder.rglob("config.yaml")):
         if {".hydra", "configs"} & set(path.relative_to(folder).parts[:-1]):
             continue
-        cfg = _load(path)
+        cfg = load(path)
         if cfg is not None and isinstance(cfg.get("study"), DictConfig):
             found[path.parent] = cfg
     return found
@@ -106,7 +108,7 @@ def study_of(folder: Path) -> DictConfig:
         by_study.setdefault(key, []).append(str(run.relative_to(folder)))
     study_file = folder / "study.yaml"
     if study_file.is_file():
-        study = _load(study_file)
+        study = load(study_file)
         if study is None:
             raise ValueError(f"{study_file} is not a study (not a YAML mapping); dir= is the out= of a zoo compare")
         try:
@@ -142,27 +144,7 @@ def read_run(folder: Path, value: str, seed: int, metric: str) -> Run:
         return run
     spent_file, error_file = run.dir / "budget.json", run.dir / ERROR_FILE
     if spent_file.is_file():
-        try:
-            run.spent = json.loads(spent_file.read_text())
-        except (ValueError, UnicodeDecodeError) as error:
-            run.state, run.why = "failed", f"budget.json is damaged ({type(error).__name__}): rerun it"
-            return run
-        lacking = [k for k in RECORDED if not isinstance(run.spent, dict) or not isinstance(run.spent.get(k), dict)]
-        if lacking:
-            run.state, run.why = "failed", (f"budget.json records no {', '.join(lacking)} (cut short, or written by "
-                                            f"an older zoo): rerun it")
-            return run
-        run.state, run.why = "finished", ""
-        run.final = run.spent["final"].get(metric)
-        if run.final is None:
-            run.why = f"its last validation recorded no {metric} (it never validated?): not averaged"
-        run.series, problem = _series(run.dir / "metrics.csv")
-        run.why = "; ".join(filter(None, [run.why, problem]))
-        longer = run.dir / "contexts.json"  # eval_contexts=[...]: zoo.train.longer_contexts
-        try:
-            run.contexts = json.loads(longer.read_text())["eval"] if longer.is_file() else {}
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            run.why = "; ".join(filter(None, [run.why, "contexts.json is damaged: its longer contexts not shown"]))
+        read_end(run, spent_file, metric)
     elif error_file.is_file():
         lines = error_file.read_text(errors="replace").strip().splitlines()
         run.state, run.why = "failed", lines[0] if lines else "an error (empty error.txt)"
@@ -173,12 +155,39 @@ def read_run(folder: Path, value: str, seed: int, metric: str) -> Run:
     return run
 
 
-def _series(path: Path) -> tuple[dict, str]:
-    """metrics.csv's series and "" , or ({}, why) where it cannot be read."""
+def read_end(run: Run, spent_file: Path, metric: str) -> None:
+    """Fill ``run`` from what it wrote at its end (budget.json): finished, with its final ``metric``
+    (None where it never validated), or failed where that file is damaged; what the pictures
+    cannot show of it (metrics.csv, contexts.json damaged) goes into ``run.why``."""
     try:
-        return read_metrics(path), ""
+        run.spent = json.loads(spent_file.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        run.state, run.why = "failed", f"budget.json is damaged ({type(error).__name__}): rerun it"
+        return
+    lacking = [k for k in RECORDED if not isinstance(run.spent, dict) or not isinstance(run.spent.get(k), dict)]
+    if lacking:
+        run.state, run.why = "failed", (f"budget.json records no {', '.join(lacking)} (cut short, or written by "
+                                        f"an older zoo): rerun it")
+        return
+    run.state, run.final = "finished", run.spent["final"].get(metric)
+    notes = [] if run.final is not None else [f"its last validation recorded no {metric} (it never validated?): "
+                                               f"not averaged"]
+    run.series, problem = _series(run.dir / "metrics.csv")
+    longer = run.dir / "contexts.json"  # eval_contexts=[...]: zoo.train.longer_contexts
+    try:
+        run.contexts = json.loads(longer.read_text())["eval"] if longer.is_file() else {}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        notes.append("contexts.json is damaged: its longer contexts not shown")
+    run.why = "; ".join([*notes, *([problem] if problem else [])])
+
+
+def _series(path: Path) -> tuple[dict, str]:
+    """metrics.csv's series and "", or ({}, why) where it cannot be read or holds nothing."""
+    try:
+        series = read_metrics(path)
     except (OSError, ValueError, KeyError, TypeError, csv.Error) as error:
         return {}, f"metrics.csv cannot be read ({type(error).__name__}): left out of the pictures"
+    return series, "" if series else "metrics.csv holds no rows: left out of the pictures"
 
 
 def study_runs(folder: Path) -> tuple[DictConfig, list[Run]]:
@@ -272,7 +281,7 @@ def write_report(folder: Path) -> list[Path]:
     study, all_runs = study_runs(folder)
     metric = study.get("metric") or "val/loss"
     finished = [r for r in all_runs if r.state == "finished"]
-    first = _load(finished[0].dir / "config.yaml") if finished else None
+    first = load(finished[0].dir / "config.yaml") if finished else None
     longer = (f" val/loss@N: the validation's windows made N tokens long, evaluated once training ended "
               f"(eval_contexts; trained at context {OmegaConf.select(first, 'model.net.context')})."
               if any(r.contexts for r in finished) else "")

@@ -87,8 +87,7 @@ def check_one_axis(study: DictConfig, extra: list[str] = ()) -> None:
     first, *others = study["values"]
     for name in others:
         grouped = compared(run_overrides(study, first, extra), run_overrides(study, name, extra))
-        extra = [group for group in grouped if group != study.axis]
-        if extra:
+        if any(group != study.axis for group in grouped):  # (extra stays every run's overrides)
             said = "; ".join(f"{group} ({', '.join(grouped[group])})" for group in grouped)
             raise ValueError(f"study {study.name}: values {first} and {name} differ in {' and '.join(grouped)}, "
                              f"not only in its axis {study.axis}: {said}")

@@ -9,6 +9,7 @@ import ast
 import difflib
 import importlib.machinery
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -183,11 +184,53 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric")  # a study file's keys
+NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
+
+
+def check_name(study: str, what: str, name: object) -> None:
+    """Refuse a ``name`` that is not one plain folder name (``../../x``, ``a/b``, ``a,b``, ``..``)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"study {study}: {what} {name!r} is not a name: a name is letters, digits, _ . - "
+                         f"(it names a folder of out=), not . or ..; rename it")
+
+
+def check_shape(study: DictConfig) -> None:
+    """Refuse (ValueError, one line) a study file whose keys, names, seeds or budget are not a
+    study's: an unknown key (with the closest known one), a name that is a path, no seeds or a
+    seed twice, a budget that is not one positive amount."""
+    from zoo.cli.study import budget_overrides
+
+    name = study.get("name", "?")
+    for key in study:
+        if key not in KEYS:
+            raise ValueError(f"study {name}: unknown key {key}{did_you_mean(str(key), list(KEYS))}; "
+                             f"a study's keys are {', '.join(KEYS)}")
+    for key in ("name", "axis", "values", "seeds", "budget"):
+        if study.get(key) is None:
+            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:-1])} (and a metric)")
+    check_name(name, "name", name)
+    if not isinstance(study["values"], DictConfig) or not study["values"]:
+        raise ValueError(f"study {name}: values: expected a mapping of value names to lists of overrides")
+    for value, overrides in study["values"].items():
+        check_name(name, "value", value)
+        if not isinstance(overrides, ListConfig):
+            raise ValueError(f"study {name}: value {value}: expected a list of overrides, e.g. [key=value]")
+    seeds = study.seeds
+    if not isinstance(seeds, ListConfig) or not seeds or not all(type(s) is int for s in seeds):
+        raise ValueError(f"study {name}: seeds={seeds}: a study names one or more whole-number seeds, e.g. "
+                         f"seeds: [1337, 1]")
+    twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if twice:
+        raise ValueError(f"study {name}: seeds={list(seeds)}: seed {twice[0]} twice; each seed once")
+    budget_overrides(study)
+
+
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:
-    """A study file's keys, names, seeds and budget (:func:`zoo.cli.study.check_shape`); its runs
+    """A study file's keys, names, seeds and budget (:func:`check_shape`); its runs
     compose (each value's overrides, and ``extra`` added to every run, checked as
     train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
-    from zoo.cli.study import check_one_axis, check_shape, run_overrides
+    from zoo.cli.study import check_one_axis, run_overrides
 
     try:
         check_shape(study)

@@ -24,7 +24,8 @@ from pathlib import Path
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
-from zoo.cli.study import check_shape, run_name
+from zoo.cli.precheck import check_shape
+from zoo.cli.study import run_name
 from zoo.plots import plt, read_metrics, save_figure
 
 # What a finished run's budget.json holds that the report reads (zoo.train.budget).

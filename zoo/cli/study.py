@@ -6,63 +6,20 @@ under whichever launcher ``hydra/launcher=`` picks. A study whose runs differ in
 
 A study file is untrusted input: its value names become folders of ``out``, so each is a name
 (letters, digits, ``_ . -``), never a path; its keys, seeds and budget are checked before anything
-runs, every run's config composed (:func:`check_runs`)."""
+runs (:func:`zoo.cli.precheck.check_shape`), every run's config composed (:func:`check_runs`)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from zoo.cli.diff import compared
 from zoo.config import CONF_DIR, compose_config
 from zoo.models.axes import GROUPS
-
-KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric")  # a study file's keys
-NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
-
-
-def check_name(study: str, what: str, name: object) -> None:
-    """Refuse a ``name`` that is not one plain folder name (``../../x``, ``a/b``, ``a,b``, ``..``)."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
-        raise ValueError(f"study {study}: {what} {name!r} is not a name: a name is letters, digits, _ . - "
-                         f"(it names a folder of out=), not . or ..; rename it")
-
-
-def check_shape(study: DictConfig) -> None:
-    """Refuse (ValueError, one line) a study file whose keys, names, seeds or budget are not a
-    study's: an unknown key (with the closest known one), a name that is a path, no seeds or a
-    seed twice, a budget that is not one positive amount."""
-    from zoo.cli.precheck import did_you_mean
-
-    name = study.get("name", "?")
-    for key in study:
-        if key not in KEYS:
-            raise ValueError(f"study {name}: unknown key {key}{did_you_mean(str(key), list(KEYS))}; "
-                             f"a study's keys are {', '.join(KEYS)}")
-    for key in ("name", "axis", "values", "seeds", "budget"):
-        if study.get(key) is None:
-            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:-1])} (and a metric)")
-    check_name(name, "name", name)
-    if not isinstance(study["values"], DictConfig) or not study["values"]:
-        raise ValueError(f"study {name}: values: expected a mapping of value names to lists of overrides")
-    for value, overrides in study["values"].items():
-        check_name(name, "value", value)
-        if not isinstance(overrides, ListConfig):
-            raise ValueError(f"study {name}: value {value}: expected a list of overrides, e.g. [key=value]")
-    seeds = study.seeds
-    if not isinstance(seeds, ListConfig) or not seeds or not all(type(s) is int for s in seeds):
-        raise ValueError(f"study {name}: seeds={seeds}: a study names one or more whole-number seeds, e.g. "
-                         f"seeds: [1337, 1]")
-    twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
-    if twice:
-        raise ValueError(f"study {name}: seeds={list(seeds)}: seed {twice[0]} twice; each seed once")
-    budget_overrides(study)
-
 
 def run_overrides(study: DictConfig, value: str, extra: list[str] = ()) -> list[str]:
     """The overrides of conf/train.yaml one value's runs are composed from (the seed aside), with

@@ -67,6 +67,13 @@ def test_a_value_that_is_not_a_name_is_refused(tmp_path, name):
     assert repr(name) in str(refused.value)
 
 
+def test_a_study_named_as_a_path_is_refused(tmp_path):
+    study = composed(tmp_path, tiny_study())
+    study.name = "../../up"  # (its out= defaults to outputs/studies/NAME)
+    with pytest.raises(Refused, match=r"study \.\./\.\./up: name '\.\./\.\./up' is not a name"):
+        check_study(study)
+
+
 def test_compare_writes_nothing_outside_out_for_a_value_named_as_a_path(tmp_path, no_data):
     out = tmp_path / "studies" / "tiny"
     picked = study_file(tmp_path, tiny_study(values={"causal": [], "../../escaped": [LOCAL]}))

@@ -12,8 +12,8 @@ from omegaconf import OmegaConf, open_dict
 from conftest import ROOT, TINY_GPT
 from zoo.cli.commands import call
 from zoo.cli.precheck import Refused, check, check_study
-from zoo.cli.report import runs
-from zoo.cli.study import check_one_axis, run_overrides, sweep, write_values
+from zoo.cli.report import averaged, study_runs
+from zoo.cli.study import check_one_axis, run_overrides, runs as study_runs_of, sweep
 from zoo.config import compose_config
 from zoo.train.run import objective
 
@@ -74,19 +74,19 @@ def test_a_tiny_study_runs_end_to_end_and_its_report_holds_every_run(tmp_path, s
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "out"
     call("compare", [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "study=tiny", f"out={out}"])
-    found = runs(out)
-    assert list(found) == ["causal", "local"] and all(sorted(r["seed"] for r in found[v]) == [1, 2] for v in found)
+    found = averaged(study_runs(out)[1])
+    assert list(found) == ["causal", "local"] and all(sorted(r.seed for r in found[v]) == [1, 2] for v in found)
     for group in found.values():
         for run in group:
-            spent = json.loads((run["dir"] / "budget.json").read_text())
+            spent = json.loads((run.dir / "budget.json").read_text())
             assert spent["steps"] == 5 and spent["spent"]["tokens"] == 5 * 4 * 32
-            assert OmegaConf.load(run["dir"] / "config.yaml").model.net.mask._target_.endswith(
-                "CausalMask" if run["dir"].parent.name == "causal" else "LocalMask")
+            assert OmegaConf.load(run.dir / "config.yaml").model.net.mask._target_.endswith(
+                "CausalMask" if run.dir.parent.name == "causal" else "LocalMask")
     report = (out / "report.md").read_text()
     rows = [line for line in report.splitlines() if line.startswith("| causal") or line.startswith("| local")]
     assert len(rows) == 2 and all(" | 1, 2 |" in row for row in rows)
     for row, value in zip(rows, found):
-        finals = sorted(r["series"]["val/loss"][-1][1] for r in found[value])
+        finals = sorted(r.series["val/loss"][-1][1] for r in found[value])  # the last validation, as logged
         assert f"{finals[0]:.4f} / " in row and f" / {finals[-1]:.4f}" in row
     for picture in ("val_vs_flops.png", "val_vs_seconds.png"):
         assert (out / picture).stat().st_size > 1000
@@ -129,11 +129,12 @@ def test_each_shipped_study_s_runs_are_the_configs_its_check_compares(name, tmp_
     # The sweep gives each value as a config-group option and the base on the command line, which
     # Hydra applies last: a key both set (vision_patch's patch size) must still be the value's.
     study = shipped(name)
-    configs, command = write_values(study, tmp_path), sweep(study, tmp_path)
-    line = [a for a in command[command.index("--multirun") + 1:] if not a.startswith(("+study_value=", "seed=", "hydra."))]
-    for value in study["values"]:
-        run = compose_config([f"hydra.searchpath=[file://{configs}]", f"+study_value={value}", *line])
-        checked = compose_config(run_overrides(study, value))
+    command = sweep(study, tmp_path, {run: {} for run in study_runs_of(study)})
+    line = [a for a in command[command.index("--multirun") + 1:] if not a.startswith(("+study_run=", "hydra."))]
+    for value, seed in study_runs_of(study):
+        run = compose_config([f"hydra.searchpath=[file://{tmp_path / 'configs'}]", f"+study_run={value}/seed_{seed}",
+                              *line])
+        checked = compose_config([*run_overrides(study, value), f"seed={seed}"])
         with open_dict(run):
             del run["study"]
         assert OmegaConf.to_container(run) == OmegaConf.to_container(checked), value

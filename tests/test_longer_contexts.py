@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from conftest import TINY_GPT
 from exactness import randomise
 from zoo.cli.commands import call
-from zoo.cli.report import runs
+from zoo.cli.report import averaged, study_runs
 from zoo.data.windows import RandomWindows
 from zoo.models.longer import longer_context
 from zoo.models.model import Model
@@ -82,13 +82,13 @@ def test_a_tiny_study_reports_the_val_loss_at_longer_contexts_and_learned_as_na(
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "out"
     call("compare", [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "study=tiny", f"out={out}"])
-    (run,) = runs(out)["learned"]
-    measured = json.loads((run["dir"] / "contexts.json").read_text())
+    (run,) = averaged(study_runs(out)[1])["learned"]
+    measured = json.loads((run.dir / "contexts.json").read_text())
     assert measured["context"] == 32 and measured["eval"]["64"] == {"n/a": "a learned table of 32"}
     # At the training context: the validation's own windows and loss (Lightning's last val/loss), logged.
     at_32 = measured["eval"]["32"]["val/loss"]
-    assert at_32 == pytest.approx(run["series"]["val/loss"][-1][1], rel=1e-5)
-    assert run["series"]["val/loss@32"][-1][1] == pytest.approx(at_32) and "val/loss@64" not in run["series"]
+    assert at_32 == pytest.approx(run.series["val/loss"][-1][1], rel=1e-5)
+    assert run.series["val/loss@32"][-1][1] == pytest.approx(at_32) and "val/loss@64" not in run.series
     report = (out / "report.md").read_text()
     assert "| val/loss@32 min / mean / max | val/loss@64 min / mean / max |" in report
     assert f"| {at_32:.4f} / {at_32:.4f} / {at_32:.4f} | n/a (a learned table of 32) |" in report

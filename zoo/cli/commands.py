@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from zoo.config import CONF_DIR, compose_config
 
 PACKAGE = Path(__file__).resolve().parents[1]  # zoo/
+ERROR_FILE = "error.txt"  # a sweep's failed trial's error, in its folder (keep_error)
 # A Hydra override's start: an optional +, ++ or ~, a key or group (with @package), then =.
 OVERRIDE = re.compile(r"^(\+\+|\+|~)?[\w./@-]+=")
 
@@ -71,19 +72,28 @@ COMMANDS: dict[str, Command] = {
 
 def positional_to_overrides(command: Command, arguments: list[str]) -> list[str]:
     """``arguments`` with each bare word (not ``key=value``, not a flag) given to the command's next
-    positional key, quoted for Hydra: ``["gpt", "mistral x=1"]`` -> ``["a='gpt'", "b='mistral x=1'"]``."""
+    positional key, quoted for Hydra: ``["gpt", "mistral x=1"]`` -> ``["a='gpt'", "b='mistral x=1'"]``;
+    a positional key's value of several words, quoted for the shell alone (``"b=mistral x=1"``), too."""
     names = iter(command.positional)
     out = []
     for argument in arguments:
+        key, _, value = argument.partition("=")
+        if key in command.positional and " " in value.strip() and value[:1] not in "'\"":
+            argument = quoted(key, value)
         if command.positional and not argument.startswith("-") and not OVERRIDE.match(argument):
             name = next(names, None)
             if name is None:
                 print(f"error: {argument!r}: the command takes {len(command.positional)} words "
                       f"({' '.join(command.positional).upper()}); give other settings as key=value", file=sys.stderr)
                 raise SystemExit(2)
-            argument = f"{name}='" + argument.replace("'", "\\'") + "'"
+            argument = quoted(name, argument)
         out.append(argument)
     return out
+
+
+def quoted(key: str, value: str) -> str:
+    """``key='value'``, quoted for Hydra's override parser (a value of several words is one)."""
+    return f"{key}='" + value.replace("'", "\\'") + "'"
 
 
 def usage() -> str:
@@ -103,12 +113,24 @@ def one_line_refusals(function: Callable[[DictConfig], Any]) -> Callable[[DictCo
         try:
             return function(cfg)
         except Exception as error:
+            if in_a_sweep():  # the sweeper records the trial as failed and goes on; its folder keeps why
+                keep_error(error)
             if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(error) or in_a_sweep():
-                raise  # in a sweep, the sweeper records the trial as failed and goes on
+                raise
             print(f"error: {error}", file=sys.stderr)
             raise SystemExit(1) from None
 
     return run
+
+
+def keep_error(error: BaseException) -> None:
+    """A sweep's failed trial: its error, one line, as error.txt in its output folder (what a
+    study's report says of the run; Hydra shows only the first failed trial's)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    if folder.is_dir():
+        (folder / ERROR_FILE).write_text(f"{type(error).__name__}: {' '.join(str(error).split())}\n")
 
 
 def in_a_sweep() -> bool:

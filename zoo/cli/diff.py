@@ -22,10 +22,14 @@ from zoo.models.axes import GROUPS, config_axis, differences, flat
 ABSENT = "(absent)"
 
 
-def side_overrides(side: str) -> list[str]:
+def side_overrides(side: str | None) -> list[str]:
     """The overrides of conf/train.yaml a side of ``diff`` stands for: ``"mistral
     model.net.context=64"`` -> ``["model=mistral", "model.net.context=64"]``."""
-    return [word if "=" in word or word.startswith("~") else f"model={word}" for word in shlex.split(side)]
+    words = shlex.split(side) if isinstance(side, str) else []
+    if not words:
+        raise ValueError(f"a side of zoo diff is empty ({side!r}): give a family (gpt) or overrides of "
+                         f"conf/train.yaml, quoted as one word: \"gpt model.net.n_layers=2\"")
+    return [word if "=" in word or word.startswith("~") else f"model={word}" for word in words]
 
 
 def compared(a: list[str], b: list[str]) -> dict[str, dict[str, tuple[Any, Any]]]:

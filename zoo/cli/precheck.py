@@ -9,11 +9,12 @@ import ast
 import difflib
 import importlib.machinery
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig, ListConfig
 
 from zoo.config import CONF_DIR, compose_config
@@ -30,11 +31,12 @@ def did_you_mean(given: str, known: list[str], prefix: str = "") -> str:
     return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
-def check_group_choice(group: str, value: Any) -> None:
-    """``group=value`` names a file of conf/<group>/ (``value`` a name, not a sweep or a list)."""
+def check_group_choice(group: str, value: Any, searched: list[Path] = ()) -> None:
+    """``group=value`` names a file of conf/<group>/ or of ``searched``/<group>/ (the folders a
+    ``hydra.searchpath=`` adds: a study of one's own) (``value`` a name, not a sweep or a list)."""
     if not isinstance(value, str):
         return
-    choices = compat.choices(group)
+    choices = sorted({*compat.choices(group), *(p.stem for folder in searched for p in (folder / group).glob("*.yaml"))})
     if value not in choices:
         raise Refused(f"{group}={value}: no such {group}{did_you_mean(value, choices)}; "
                       f"the choices are conf/{group}/*.yaml: {', '.join(choices)}")
@@ -166,7 +168,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
 
         try:
             check_overrides("train", side_overrides(cfg[key]))
-        except Refused as refusal:
+        except ValueError as refusal:  # (Refused is one)
             raise Refused(f"{key}={cfg[key]}: {refusal}") from None
     if command == "compare":
         if "study" not in cfg:
@@ -182,12 +184,56 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric")  # a study file's keys
+NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
+
+
+def check_name(study: str, what: str, name: object) -> None:
+    """Refuse a ``name`` that is not one plain folder name (``../../x``, ``a/b``, ``a,b``, ``..``)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"study {study}: {what} {name!r} is not a name: a name is letters, digits, _ . - "
+                         f"(it names a folder of out=), not . or ..; rename it")
+
+
+def check_shape(study: DictConfig) -> None:
+    """Refuse (ValueError, one line) a study file whose keys, names, seeds or budget are not a
+    study's: an unknown key (with the closest known one), a name that is a path, no seeds or a
+    seed twice, a budget that is not one positive amount."""
+    from zoo.cli.study import budget_overrides
+
+    name = study.get("name", "?")
+    for key in study:
+        if key not in KEYS:
+            raise ValueError(f"study {name}: unknown key {key}{did_you_mean(str(key), list(KEYS))}; "
+                             f"a study's keys are {', '.join(KEYS)}")
+    for key in ("name", "axis", "values", "seeds", "budget"):
+        if study.get(key) is None:
+            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:-1])} (and a metric)")
+    check_name(name, "name", name)
+    if not isinstance(study["values"], DictConfig) or not study["values"]:
+        raise ValueError(f"study {name}: values: expected a mapping of value names to lists of overrides")
+    for value, overrides in study["values"].items():
+        check_name(name, "value", value)
+        if not isinstance(overrides, ListConfig):
+            raise ValueError(f"study {name}: value {value}: expected a list of overrides, e.g. [key=value]")
+    seeds = study.seeds
+    if not isinstance(seeds, ListConfig) or not seeds or not all(type(s) is int for s in seeds):
+        raise ValueError(f"study {name}: seeds={seeds}: a study names one or more whole-number seeds, e.g. "
+                         f"seeds: [1337, 1]")
+    twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if twice:
+        raise ValueError(f"study {name}: seeds={list(seeds)}: seed {twice[0]} twice; each seed once")
+    budget_overrides(study)
+
+
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:
-    """A study's runs compose (each value's overrides, and ``extra`` added to every run, checked as
+    """A study file's keys, names, seeds and budget (:func:`check_shape`); its runs
+    compose (each value's overrides, and ``extra`` added to every run, checked as
     train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
     from zoo.cli.study import check_one_axis, run_overrides
 
     try:
+        check_shape(study)
         for value in study["values"]:
             try:
                 check_overrides("train", run_overrides(study, value, extra))
@@ -205,16 +251,24 @@ TRAINING_OVERRIDES = {"diff": ("a", "b")}
 def check_overrides(config: str, arguments: list[str]) -> DictConfig:
     """The checks of :func:`check` that every command shares: group choices and keys; returns
     conf/<config>.yaml composed with ``arguments`` (and Hydra's own config)."""
-    overrides = OverridesParser.create().parse_overrides(arguments)
+    try:
+        overrides = OverridesParser.create().parse_overrides(arguments)
+    except OverrideParseException as error:
+        bad = next((a for a in arguments if not _parses(a)), " ".join(arguments))
+        raise Refused(f"{bad!r}: not one key=value ({' '.join(str(error).split()[:8])}); a value of several words "
+                      f"is quoted for Hydra too: key='a b'") from None
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    searched = [Path(str(place).removeprefix("file://")) for o in overrides if o.key_or_group == "hydra.searchpath"
+                for place in o.value() if str(place).startswith("file://")]
     for override in overrides:
         key = override.key_or_group
         if key.startswith("hydra.") or key.startswith("hydra/"):
             continue
         group = key.replace(".", "/")
         if group in groups and not override.is_delete():
-            check_group_choice(group, override.value())
-    group_overrides = [a for a, o in zip(arguments, overrides) if o.key_or_group.replace(".", "/") in groups]
+            check_group_choice(group, override.value(), searched)
+    group_overrides = [a for a, o in zip(arguments, overrides)
+                       if o.key_or_group.replace(".", "/") in groups or o.key_or_group == "hydra.searchpath"]
     base = _compose(group_overrides, config)
     for override in overrides:
         key = override.key_or_group
@@ -225,6 +279,15 @@ def check_overrides(config: str, arguments: list[str]) -> DictConfig:
         elif _node(base, key.split(".")) is None:
             check_unknown_key(base, key)
     return _compose(arguments, config, return_hydra_config=True)
+
+
+def _parses(argument: str) -> bool:
+    """Whether Hydra parses ``argument`` as one override."""
+    try:
+        OverridesParser.create().parse_overrides([argument])
+    except OverrideParseException:
+        return False
+    return True
 
 
 def _compose(overrides: list[str], config: str, return_hydra_config: bool = False) -> DictConfig:

@@ -1,68 +1,243 @@
-"""``python -m zoo report dir=DIR``: a study's result, from the runs in its folder (each run's
-config.yaml, metrics.csv and budget.json): ``report.md``, one row per value of the axis (parameters,
-FLOPs used, the final val metric's min / mean / max over the seeds, the val loss at each longer
-context of ``eval_contexts`` (contexts.json) likewise, tokens/s, peak memory), and
-pictures of the val metric against FLOPs and against wall time, one line per value (the seeds' mean)
-with the seeds' band (min to max)."""
+"""``python -m zoo report dir=DIR``: a study's result, from the runs in its folder (its study.yaml;
+each run's config.yaml, budget.json, metrics.csv): ``report.md``, one row per value of the axis
+(parameters, FLOPs used, the final val metric's min / mean / max over the seeds, the val loss at
+each longer context of ``eval_contexts`` (contexts.json) likewise, tokens/s, peak memory), every
+run's state, and pictures of the val metric against FLOPs and against wall time, one line per value
+(the seeds' mean) with the seeds' band (min to max).
+
+Nothing is lost and nothing is averaged that should not be: every value and seed of the study is
+listed as finished, failed (and why), stopped (resumable) or missing; the table's numbers come
+from the finished runs alone, each run's final value being the last validation its budget.json
+recorded at the run's end (not the last row of a metrics.csv that may be cut short), and the
+seeds column says which seeds they are. A folder holding the runs of two studies, or of two
+budgets, is refused, naming both."""
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import statistics
-from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from zoo.cli.commands import ERROR_FILE
+from zoo.cli.precheck import check_shape
+from zoo.cli.study import run_name
 from zoo.plots import plt, read_metrics, save_figure
 
+# What a finished run's budget.json holds that the report reads (zoo.train.budget).
+RECORDED = ("spent", "peak_memory_mb", "final")
 
-def runs(folder: Path) -> dict[str, list[dict]]:
-    """{value: [run, ...]} for the finished runs under a study's ``folder`` (those with budget.json),
-    values in the study's order (its study.yaml), each run a dict of what the report shows."""
-    found: dict[str, list[dict]] = defaultdict(list)
-    for spent_file in sorted(folder.rglob("budget.json")):
-        run = spent_file.parent
-        cfg = OmegaConf.load(run / "config.yaml")
-        if "study" not in cfg:
-            raise ValueError(f"{run}: not a study's run (its config.yaml has no study: key); dir= is a zoo compare out=")
-        spent = json.loads(spent_file.read_text())
-        longer = run / "contexts.json"  # eval_contexts=[...]: zoo.train.longer_contexts
-        found[cfg.study.value].append({"dir": run, "seed": cfg.seed, "spent": spent,
-                                       "series": read_metrics(run / "metrics.csv"),
-                                       "contexts": json.loads(longer.read_text())["eval"] if longer.is_file() else {}})
-    if not found:
-        raise FileNotFoundError(f"dir={folder}: no finished run (no budget.json under it)")
+
+@dataclass
+class Run:
+    """One (value, seed) of a study, as its folder shows it."""
+
+    value: str
+    seed: int
+    dir: Path
+    state: str  # finished, failed, stopped or missing
+    why: str = ""  # what a run that is not finished (or has no final metric) lacks
+    spent: dict = field(default_factory=dict)  # budget.json
+    final: float | None = None  # the study's metric at the run's last validation
+    series: dict = field(default_factory=dict)  # metrics.csv, for the pictures
+    contexts: dict = field(default_factory=dict)  # contexts.json's "eval"
+
+    @property
+    def name(self) -> str:
+        return run_name(self.value, self.seed)
+
+    def said(self, metric: str) -> str:
+        """The run's state in a few words."""
+        if self.state == "finished" and self.final is not None:
+            final = f"finished: final {metric} {self.final:.4f} at step {self.spent['final'].get('step', '?')}"
+            return f"{final}; {self.why}" if self.why else final
+        return f"{self.state}: {self.why}" if self.why else self.state
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse a ``dir=`` that is no folder, or one the report cannot write into."""
+    if not folder.exists():
+        raise FileNotFoundError(f"dir={folder}: no such folder; dir= is the out= of a zoo compare")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"dir={folder} is a file, not a study's folder; dir= is the out= of a zoo compare")
+    if not os.access(folder, os.W_OK) or not folder.stat().st_mode & 0o222:
+        raise PermissionError(f"dir={folder} is read-only: the report writes report.md and two pictures there; "
+                              f"make it writable (chmod u+w) or report a writable copy of it")
+
+
+def load(path: Path, kind: type = DictConfig) -> DictConfig | ListConfig | None:
+    """A YAML file's mapping (or list, ``kind=ListConfig``), or None where it is not one (binary,
+    cut short, another kind)."""
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception:  # yaml's and OmegaConf's errors alike: not a config
+        return None
+    return cfg if isinstance(cfg, kind) else None
+
+
+def run_configs(folder: Path) -> dict[Path, DictConfig]:
+    """{run folder: config.yaml} for every run of a study under ``folder`` (config.yaml with a
+    ``study:`` key; Hydra's .hydra/ copies and compare's configs/ are not runs)."""
+    found = {}
+    for path in sorted(folder.rglob("config.yaml")):
+        if {".hydra", "configs"} & set(path.relative_to(folder).parts[:-1]):
+            continue
+        cfg = load(path)
+        if cfg is not None and isinstance(cfg.get("study"), DictConfig):
+            found[path.parent] = cfg
+    return found
+
+
+def _budget(budget: object) -> str:
+    """A budget as ``kind=amount`` (the amounts as numbers, 6.4936e12 = 6493600000000.0)."""
+    given = {k: float(v) for k, v in (budget or {}).items() if v is not None}
+    return ", ".join(f"{k}={v:.6g}" for k, v in sorted(given.items())) or "none"
+
+
+def study_of(folder: Path) -> DictConfig:
+    """The study whose runs ``folder`` holds: its study.yaml (which zoo compare writes), or, without
+    one, what the runs' config.yaml say. Refuses (ValueError) a folder whose runs belong to two
+    studies or two budgets, naming both, and a folder that holds no study."""
+    configs = run_configs(folder)
+    by_study: dict[tuple[str, str], list[str]] = {}
+    for run, cfg in configs.items():
+        key = (str(cfg.study.get("name")), _budget(cfg.get("budget")))
+        by_study.setdefault(key, []).append(str(run.relative_to(folder)))
     study_file = folder / "study.yaml"
-    order = list(OmegaConf.load(study_file)["values"]) if study_file.is_file() else sorted(found)
-    return {value: found[value] for value in order if value in found}
+    if study_file.is_file():
+        study = load(study_file)
+        if study is None:
+            raise ValueError(f"{study_file} is not a study (not a YAML mapping); dir= is the out= of a zoo compare")
+        try:
+            check_shape(study)
+        except ValueError as error:
+            raise ValueError(f"{study_file} is not a study: {error}") from None
+        by_study.setdefault((study.name, _budget(study.budget)), []).insert(0, "study.yaml")
+    if len(by_study) > 1:
+        said = " and ".join(f"study {name} at budget {budget} ({', '.join(where[:3])}"
+                            f"{', ...' if len(where) > 3 else ''})" for (name, budget), where in by_study.items())
+        raise ValueError(f"dir={folder} holds the runs of {said}: a report is of one study at one budget; "
+                         f"put each study's runs in a folder of its own (zoo compare's out=) and report each")
+    if study_file.is_file():
+        return study
+    if not configs:
+        raise ValueError(f"dir={folder} holds no study: no study.yaml and no run whose config.yaml names a study; "
+                         f"dir= is the out= of a zoo compare")
+    first = next(iter(configs.values()))
+    values = list(dict.fromkeys(str(cfg.study.value) for cfg in configs.values()))
+    study = OmegaConf.create({"name": first.study.name, "axis": first.study.axis, "values": {v: [] for v in values},
+                              "seeds": sorted({cfg.seed for cfg in configs.values()}),
+                              "budget": {k: v for k, v in (first.get("budget") or {}).items() if v is not None}})
+    check_shape(study)  # the names from the runs' files: each one folder name
+    return study
 
 
-def _curve(run: dict, metric: str, x: str) -> list[tuple[float, float]]:
+def read_run(folder: Path, value: str, seed: int, metric: str) -> Run:
+    """A run's state from its folder ``folder/VALUE/seed_SEED``: finished (budget.json, written at
+    the run's end, with its last validation), failed (error.txt, or a budget.json that cannot be
+    read), stopped (a checkpoint to resume from, no end) or missing."""
+    run = Run(value, seed, folder / run_name(value, seed), "missing", "never started")
+    if not run.dir.is_dir():
+        return run
+    spent_file, error_file = run.dir / "budget.json", run.dir / ERROR_FILE
+    if spent_file.is_file():
+        read_end(run, spent_file, metric)
+    elif error_file.is_file():
+        lines = error_file.read_text(errors="replace").strip().splitlines()
+        run.state, run.why = "failed", lines[0] if lines else "an error (empty error.txt)"
+    elif (run.dir / "checkpoints" / "last.ckpt").is_file():
+        run.state, run.why = "stopped", "checkpoints/last.ckpt saved, not at its end: the same zoo compare resumes it"
+    else:
+        run.state, run.why = "failed", f"ended with no budget.json, no error and no checkpoint (see {run.name}/train.log)"
+    return run
+
+
+def read_end(run: Run, spent_file: Path, metric: str) -> None:
+    """Fill ``run`` from what it wrote at its end (budget.json): finished, with its final ``metric``
+    (None where it never validated), or failed where that file is damaged; what the pictures
+    cannot show of it (metrics.csv, contexts.json damaged) goes into ``run.why``."""
+    try:
+        run.spent = json.loads(spent_file.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        run.state, run.why = "failed", f"budget.json is damaged ({type(error).__name__}): rerun it"
+        return
+    lacking = [k for k in RECORDED if not isinstance(run.spent, dict) or not isinstance(run.spent.get(k), dict)]
+    if lacking:
+        run.state, run.why = "failed", (f"budget.json records no {', '.join(lacking)} (cut short, or written by "
+                                        f"an older zoo): rerun it")
+        return
+    run.state, run.final = "finished", run.spent["final"].get(metric)
+    notes = [] if run.final is not None else [f"its last validation recorded no {metric} (it never validated?): "
+                                               f"not averaged"]
+    run.series, problem = _series(run.dir / "metrics.csv")
+    longer = run.dir / "contexts.json"  # eval_contexts=[...]: zoo.train.longer_contexts
+    try:
+        run.contexts = json.loads(longer.read_text())["eval"] if longer.is_file() else {}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        notes.append("contexts.json is damaged: its longer contexts not shown")
+    run.why = "; ".join([*notes, *([problem] if problem else [])])
+
+
+def _series(path: Path) -> tuple[dict, str]:
+    """metrics.csv's series and "", or ({}, why) where it cannot be read or holds nothing."""
+    try:
+        series = read_metrics(path)
+    except (OSError, ValueError, KeyError, TypeError, csv.Error) as error:
+        return {}, f"metrics.csv cannot be read ({type(error).__name__}): left out of the pictures"
+    return series, "" if series else "metrics.csv holds no rows: left out of the pictures"
+
+
+def study_runs(folder: Path) -> tuple[DictConfig, list[Run]]:
+    """The study in ``folder`` (:func:`study_of`) and each of its runs (:func:`read_run`)."""
+    study = study_of(folder)
+    metric = study.get("metric") or "val/loss"
+    return study, [read_run(folder, value, seed, metric) for value in study["values"] for seed in study.seeds]
+
+
+def _curve(run: Run, metric: str, x: str) -> list[tuple[float, float]]:
     """(x, metric) at each validation of a run: ``x`` is val/flops_spent or val/seconds_spent."""
-    at = dict(run["series"].get(x, []))
-    return [(at[step], value) for step, value in run["series"].get(metric, []) if step in at]
+    at = dict(run.series.get(x, []))
+    return [(at[step], value) for step, value in run.series.get(metric, []) if step in at]
 
 
-def table(by_value: dict[str, list[dict]], metric: str, axis: str) -> str:
-    """The Markdown table of the study, one row per value."""
-    contexts = sorted({int(c) for group in by_value.values() for r in group for c in r["contexts"]})
+def averaged(all_runs: list[Run]) -> dict[str, list[Run]]:
+    """{value: its finished runs with a final metric}, every value of the study (in its order)."""
+    by_value: dict[str, list[Run]] = {}
+    for run in all_runs:
+        by_value.setdefault(run.value, [])
+        if run.state == "finished" and run.final is not None:
+            by_value[run.value].append(run)
+    return by_value
+
+
+def table(all_runs: list[Run], metric: str, axis: str) -> str:
+    """The Markdown table of the study, one row per value, from its finished runs (the seeds
+    column names them; a value with none says so)."""
+    by_value = averaged(all_runs)
+    contexts = sorted({int(c) for group in by_value.values() for r in group for c in r.contexts})
     header = [axis, "parameters", "FLOPs used", f"final {metric} min / mean / max",
-              *(f"val/loss@{c} min / mean / max" for c in contexts), "tokens/s", "peak memory", "seeds"]
+              *(f"val/loss@{c} min / mean / max" for c in contexts), "tokens/s", "peak memory", "seeds averaged"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for value, group in by_value.items():
-        finals = [r["series"][metric][-1][1] for r in group if r["series"].get(metric)]
-        flops = [r["spent"]["spent"]["flops"] for r in group]
-        speed = [r["spent"]["spent"]["tokens"] / r["spent"]["spent"]["seconds"] for r in group]
-        memory = {k: max(r["spent"]["peak_memory_mb"].get(k, 0) for r in group) for k in group[0]["spent"]["peak_memory_mb"]}
+        if not group:
+            lines.append("| " + " | ".join([value, *["no finished run"] * (len(header) - 2), "none"]) + " |")
+            continue
+        flops = [r.spent["spent"]["flops"] for r in group]
+        speed = [r.spent["spent"]["tokens"] / r.spent["spent"]["seconds"] for r in group if r.spent["spent"]["seconds"]]
+        kinds = dict.fromkeys(k for r in group for k in r.spent["peak_memory_mb"])
+        memory = {k: max(r.spent["peak_memory_mb"].get(k, 0) for r in group) for k in kinds}
         lines.append("| " + " | ".join([
-            value, f"{group[0]['spent']['parameters'] / 1e6:.2f}M",
+            value, f"{group[0].spent['parameters'] / 1e6:.2f}M",
             f"{min(flops):.4g}" + ("" if max(flops) == min(flops) else f" - {max(flops):.4g}"),
-            spread(finals),
-            *(longer_cell([r["contexts"].get(str(c), {}) for r in group]) for c in contexts),
-            f"{statistics.mean(speed):,.0f}",
+            spread([r.final for r in group]),
+            *(longer_cell([r.contexts.get(str(c), {}) for r in group]) for c in contexts),
+            f"{statistics.mean(speed):,.0f}" if speed else "not measured",
             ", ".join(f"{mb:,.0f} MiB ({kind.replace('_', ' ')})" for kind, mb in memory.items()) or "not measured",
-            ", ".join(str(r["seed"]) for r in group)]) + " |")
+            ", ".join(str(r.seed) for r in group)]) + " |")
     return "\n".join(lines)
 
 
@@ -81,7 +256,7 @@ def longer_cell(results: list[dict]) -> str:
     return spread([r["val/loss"] for r in results if "val/loss" in r])
 
 
-def picture(by_value: dict[str, list[dict]], metric: str, x: str, label: str, path: Path) -> Path:
+def picture(by_value: dict[str, list[Run]], metric: str, x: str, label: str, path: Path) -> Path:
     """The val metric against ``x`` per value: the seeds' mean as a line, their min to max as a band
     (the seeds' validations taken in order, at their mean x)."""
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -96,28 +271,35 @@ def picture(by_value: dict[str, list[dict]], metric: str, x: str, label: str, pa
         ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.2)
     ax.set_xlabel(label)
     ax.set_ylabel(metric)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     return save_figure(fig, path)
 
 
 def write_report(folder: Path) -> list[Path]:
     """report.md, val_vs_flops.png and val_vs_seconds.png in a study's folder; returns their paths."""
-    by_value = runs(folder)
-    first = OmegaConf.load(next(iter(by_value.values()))[0]["dir"] / "config.yaml")
-    study_file = folder / "study.yaml"
-    metric = OmegaConf.load(study_file).get("metric", "val/loss") if study_file.is_file() else "val/loss"
-    budget = {k: v for k, v in first.budget.items() if v is not None}
+    check_folder(folder)
+    study, all_runs = study_runs(folder)
+    metric = study.get("metric") or "val/loss"
+    finished = [r for r in all_runs if r.state == "finished"]
+    first = load(finished[0].dir / "config.yaml") if finished else None
     longer = (f" val/loss@N: the validation's windows made N tokens long, evaluated once training ended "
               f"(eval_contexts; trained at context {OmegaConf.select(first, 'model.net.context')})."
-              if any(r["contexts"] for group in by_value.values() for r in group) else "")
-    text = (f"# Study {first.study.name}: {first.study.axis}\n\nEvery run has the same base and budget "
-            f"({', '.join(f'{k} {v:.4g}' for k, v in budget.items()) or 'none'}); the runs differ in "
-            f"{first.study.axis} only (and in the seed: each seed draws the same initial weights and data order "
-            f"for every value). Final {metric}: the last validation of each run.{longer}\n\n"
-            f"{table(by_value, metric, first.study.axis)}\n\n"
-            f"![{metric} against FLOPs](val_vs_flops.png)\n![{metric} against wall time](val_vs_seconds.png)\n")
+              if any(r.contexts for r in finished) else "")
+    text = (f"# Study {study.name}: {study.axis}\n\nEvery run has the same base and budget "
+            f"({_budget(study.budget).replace('=', ' ')}); the runs differ in {study.axis} only (and in the seed: "
+            f"each seed draws the same initial weights and data order for every value). Final {metric}: the last "
+            f"validation of each run, as its budget.json recorded it at the run's end; the table averages the "
+            f"finished runs only (the seeds column names them). Peak memory: each run's own, measured from its "
+            f"start (on a CPU the process's peak resident set since then, Python and torch included; on a GPU "
+            f"the tensors' peak).{longer}\n\n"
+            f"{table(all_runs, metric, study.axis)}\n\n"
+            f"## Runs\n\n{len(finished)} of {len(all_runs)} runs finished.\n\n"
+            + "".join(f"- {r.name}: {r.said(metric)}\n" for r in all_runs)
+            + f"\n![{metric} against FLOPs](val_vs_flops.png)\n![{metric} against wall time](val_vs_seconds.png)\n")
     report = folder / "report.md"
     report.write_text(text)
+    by_value = averaged(all_runs)
     return [report, picture(by_value, metric, "val/flops_spent", "training FLOPs", folder / "val_vs_flops.png"),
             picture(by_value, metric, "val/seconds_spent", "seconds of training steps", folder / "val_vs_seconds.png")]
 

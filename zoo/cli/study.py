@@ -1,11 +1,16 @@
 """A study (conf/study/*.yaml): a base, ONE axis and its values, seeds and a budget, as the runs
 of a Hydra multirun. Each value's overrides become one option of a config group ``study_value``
-written into the study's folder, so that the sweep is Hydra's own (``+study_value=a,b seed=1,2``)
+written into the study's folder, so that the sweep is Hydra's own (``+study_run=a/seed_1,b/seed_1``)
 under whichever launcher ``hydra/launcher=`` picks. A study whose runs differ in more than its axis
-(:mod:`zoo.models.axes`, as ``zoo diff`` groups them) is refused, naming the axes."""
+(:mod:`zoo.models.axes`, as ``zoo diff`` groups them) is refused, naming the axes.
+
+A study file is untrusted input: its value names become folders of ``out``, so each is a name
+(letters, digits, ``_ . -``), never a path; its keys, seeds and budget are checked before anything
+runs (:func:`zoo.cli.precheck.check_shape`), every run's config composed (:func:`check_runs`)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,9 +18,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.cli.diff import compared
-from zoo.config import CONF_DIR
+from zoo.config import CONF_DIR, compose_config
 from zoo.models.axes import GROUPS
-
 
 def run_overrides(study: DictConfig, value: str, extra: list[str] = ()) -> list[str]:
     """The overrides of conf/train.yaml one value's runs are composed from (the seed aside), with
@@ -40,8 +44,7 @@ def check_one_axis(study: DictConfig, extra: list[str] = ()) -> None:
     first, *others = study["values"]
     for name in others:
         grouped = compared(run_overrides(study, first, extra), run_overrides(study, name, extra))
-        extra = [group for group in grouped if group != study.axis]
-        if extra:
+        if any(group != study.axis for group in grouped):  # (extra stays every run's overrides)
             said = "; ".join(f"{group} ({', '.join(grouped[group])})" for group in grouped)
             raise ValueError(f"study {study.name}: values {first} and {name} differ in {' and '.join(grouped)}, "
                              f"not only in its axis {study.axis}: {said}")
@@ -55,6 +58,10 @@ def budget_overrides(study: DictConfig) -> list[str]:
     if len(given) != 1:
         raise ValueError(f"study {study.name}: budget={dict(given)}: a study names one budget (budget.flops, "
                          f"tokens, samples or seconds of conf/train.yaml), equal for every run")
+    for kind, amount in given.items():
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+            raise ValueError(f"study {study.name}: budget.{kind}={amount}: a budget is a positive amount, the same "
+                             f"for every run")
     return [f"budget.{kind}={amount}" for kind, amount in given.items()]
 
 
@@ -72,29 +79,72 @@ def split_base(study: DictConfig) -> tuple[list[str], list[str]]:
     return command_line, shared
 
 
-def write_values(study: DictConfig, out: Path) -> Path:
-    """Each value as ``out/configs/study_value/VALUE.yaml`` (package _global_: its overrides as
-    nested keys, after the base's for the same keys (:func:`split_base`), and ``study: {name, axis,
-    value}``, which each run's config.yaml then holds); returns the folder to put on Hydra's search
-    path. Also ``out/study.yaml``, the study itself."""
-    folder = out / "configs" / "study_value"
-    folder.mkdir(parents=True, exist_ok=True)
+def runs(study: DictConfig) -> list[tuple[str, int]]:
+    """Every (value, seed) of the study, values in its order, then seeds."""
+    return [(value, seed) for value in study["values"] for seed in study.seeds]
+
+
+def run_name(value: str, seed: int) -> str:
+    """A run's folder under the study's ``out``: ``VALUE/seed_SEED`` (the value checked a name)."""
+    return f"{value}/seed_{seed}"
+
+
+def write_runs(study: DictConfig, out: Path, starts: dict[tuple[str, int], dict]) -> Path:
+    """Each run to start as ``out/configs/study_run/VALUE/seed_SEED.yaml`` (package _global_: the
+    value's overrides as nested keys, after the base's for the same keys (:func:`split_base`), its
+    seed, ``study: {name, axis, value}``, which the run's config.yaml then holds, and the keys in
+    ``starts[run]``: a resume's ``ckpt_path``, a restart's ``overwrite``); returns the folder to
+    put on Hydra's search path. Also ``out/study.yaml``, the study itself."""
+    folder = out / "configs" / "study_run"
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier start's runs
     shared = split_base(study)[1]
-    for name, overrides in study["values"].items():
-        tree = OmegaConf.create({"study": {"name": study.name, "axis": study.axis, "value": name}})
-        for override in OverridesParser.create().parse_overrides([*shared, *overrides]):
+    for (value, seed), keys in starts.items():
+        tree = OmegaConf.create({"study": {"name": study.name, "axis": study.axis, "value": value}, "seed": seed,
+                                 **keys})
+        for override in OverridesParser.create().parse_overrides([*shared, *study["values"][value]]):
             OmegaConf.update(tree, override.key_or_group, override.value(), merge=True, force_add=True)
-        (folder / f"{name}.yaml").write_text("# @package _global_\n" + OmegaConf.to_yaml(tree))
+        path = folder / f"{run_name(value, seed)}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# @package _global_\n" + OmegaConf.to_yaml(tree))
     (out / "study.yaml").write_text(OmegaConf.to_yaml(study))
     return out / "configs"
 
 
-def sweep(study: DictConfig, out: Path, launcher: str | None = None, extra: list[str] = ()) -> list[str]:
-    """The command line of the study's multirun: every value x every seed, one run folder each
-    (``out/VALUE/seed_SEED``), with the base, the budget and ``extra`` overrides."""
-    configs = write_values(study, out)
+def sweep(study: DictConfig, out: Path, starts: dict[tuple[str, int], dict], launcher: str | None = None,
+          extra: list[str] = ()) -> list[str]:
+    """The command line of the multirun of the study's runs in ``starts`` (:func:`write_runs`), one
+    run folder each (``out/VALUE/seed_SEED``), with the base, the budget and ``extra`` overrides."""
+    configs = write_runs(study, out, starts)
     return [sys.executable, "-m", "zoo", "train", "--multirun", f"hydra.searchpath=[file://{configs.resolve()}]",
-            f"+study_value={','.join(study['values'])}", f"seed={','.join(str(s) for s in study.seeds)}",
+            f"+study_run={','.join(run_name(*run) for run in starts)}",
             *split_base(study)[0], *budget_overrides(study), *extra, f"hydra.sweep.dir={out.resolve()}",
-            "hydra.sweep.subdir=${hydra.runtime.choices.study_value}/seed_${seed}",
+            "hydra.sweep.subdir=${hydra.runtime.choices.study_run}",
             *([f"hydra/launcher={launcher}"] if launcher else [])]
+
+
+def check_runs(study: DictConfig, extra: list[str] = ()) -> None:
+    """Compose every value's run config as its runs will be, and refuse (ValueError, one line)
+    one that names a ``_target_`` that does not exist: found before the first run, not after
+    the runs before it have trained. (Imports the targets' modules: after the precheck.)"""
+    from hydra.utils import get_object
+
+    for value in study["values"]:
+        cfg = compose_config(run_overrides(study, value, extra))
+        for key, target in targets(OmegaConf.to_container(cfg)):
+            try:
+                get_object(target)
+            except (ImportError, AttributeError, ValueError) as error:
+                raise ValueError(f"study {study.name}, value {value}: {key}._target_={target}: no such class or "
+                                 f"function ({' '.join(str(error).split())[:200]})") from None
+
+
+def targets(tree: object, at: str = "") -> list[tuple[str, str]]:
+    """(where, target) for each ``_target_`` in a config tree (dicts and lists)."""
+    found = []
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, node in items:
+        if key == "_target_" and isinstance(node, str):
+            found.append((at.rstrip("."), node))
+        else:
+            found += targets(node, f"{at}{key}.")
+    return found

@@ -6,7 +6,9 @@ The spending is the global batch's (summed over the ranks; seconds: the slowest 
 ``budget/*`` in metrics.csv at every logged step, and with each validation as ``val/flops_spent``,
 ``val/tokens_spent`` and ``val/seconds_spent`` (what a study's pictures put the val metric against).
 It is the callback's state, saved in every checkpoint: a resumed run goes on spending from where
-the killed one stopped. At the end, ``budget.json`` in the run directory holds what was spent.
+the killed one stopped. At the end, ``budget.json`` in the run directory holds what was spent,
+the run's last validation (``final``: its step and val/* metrics, as the run recorded them, what a
+study's report calls final) and the run's own peak memory (:func:`peak_memory_mb`).
 
 A budget of FLOPs, tokens or samples also ends the learning-rate schedule where it ends: after each
 step, ``trainer.max_steps`` (the cosine schedule's length, read at every step; the config's value is
@@ -17,6 +19,8 @@ second step's rate is set before the first step's cost is known, inside any warm
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import math
 import resource
@@ -43,6 +47,14 @@ class Budget(L.Callback):
         self.spent = dict.fromkeys(KINDS, 0.0)
         self._started = 0.0
         self._cap = -1  # trainer.max_steps as configured
+        self.final: dict[str, float] = {}  # the last validation: its step and val/* metrics
+        self.peak: dict[str, float] = {}  # the peak memory of the run's earlier starts (a resumed run)
+        self._device, self._reset = torch.device("cpu"), False
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage == "fit":  # the run's own peak from here on, not an earlier run's in this process (a sweep)
+            self._device = trainer.strategy.root_device
+            self._reset = reset_peak_memory(self._device)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._cap = trainer.max_steps
@@ -90,25 +102,60 @@ class Budget(L.Callback):
         if not trainer.sanity_checking:
             pl_module.log_dict({f"val/{kind}_spent": self.spent[kind] for kind in ("flops", "tokens", "seconds")})
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:  # (the epoch's metrics are in callback_metrics by now)
+            self.final = {"step": trainer.global_step, **{k: float(v) for k, v in trainer.callback_metrics.items()
+                                                          if k.startswith("val/")}}
+
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         rank_zero_info(f"budget: spent {self.spent[self.kind]:.6g} of {self.limit:.6g} {self.kind} "
                        f"({self.spent[self.kind] / self.limit:.2%}) in {trainer.global_step} steps")
         if trainer.is_global_zero:
             summary = {"kind": self.kind, "limit": self.limit, "spent": self.spent, "steps": trainer.global_step,
                        "parameters": sum(p.numel() for p in pl_module.parameters()),
-                       "peak_memory_mb": peak_memory_mb(trainer.strategy.root_device)}
+                       "peak_memory_mb": self._peak(), "final": self.final}
             Path(trainer.default_root_dir, "budget.json").write_text(json.dumps(summary, indent=1) + "\n")
 
+    def _peak(self) -> dict[str, float]:
+        """This start's peak memory, or an earlier start's where that was higher."""
+        now = peak_memory_mb(self._device, self._reset)
+        return {k: max(v, self.peak.get(k, 0.0)) for k, v in now.items()}
+
     def state_dict(self) -> dict[str, Any]:
-        return {"spent": dict(self.spent)}
+        return {"spent": dict(self.spent), "final": dict(self.final), "peak_memory_mb": self._peak()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.spent.update(state_dict["spent"])
+        self.final = dict(state_dict.get("final", {}))
+        self.peak = dict(state_dict.get("peak_memory_mb", {}))
 
 
-def peak_memory_mb(device: torch.device) -> dict[str, float]:
-    """The peak memory this process has used: on a GPU the tensors' (``max_memory_allocated``),
-    on a CPU the process's peak resident set (Linux reports it in KiB)."""
+def reset_peak_memory(device: torch.device) -> bool:
+    """Start measuring a run's peak memory: on a GPU reset torch's peak statistics; on a CPU
+    (Linux) give back the memory an earlier run of this process freed (``malloc_trim``) and reset
+    the process's peak resident set (``/proc/self/clear_refs``) to what it holds now. Returns
+    whether it could (not on a system without those)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        Path("/proc/self/clear_refs").write_text("5")
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def peak_memory_mb(device: torch.device, since_reset: bool = False) -> dict[str, float]:
+    """The peak memory: on a GPU the tensors' (``max_memory_allocated``, since the last
+    :func:`reset_peak_memory`); on a CPU, where ``since_reset`` (a reset that worked), the peak
+    resident set since then (Linux's VmHWM: it includes what the process holds besides the run,
+    Python, torch and the data), else ``cpu_rss_process``, the whole process's peak (``ru_maxrss``)."""
     if device.type == "cuda":
         return {"cuda_allocated": torch.cuda.max_memory_allocated(device) / 2**20}
-    return {"cpu_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}
+    if since_reset:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return {"cpu_rss": int(line.split()[1]) / 2**10}  # KiB
+    return {"cpu_rss_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10}

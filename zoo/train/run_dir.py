@@ -24,8 +24,9 @@ LOCK = ".lock"  # holds "PID@host" of the run that has the directory; locked whi
 _held: IO[str] | None = None  # this process's lock (one run at a time per process: a sweep's trials)
 
 
-def lock(out: Path) -> None:
-    """Lock ``out`` for this process until it exits or locks another directory.
+def lock(out: Path, setting: str = "hydra.run.dir") -> None:
+    """Lock ``out`` for this process until it exits or locks another directory (``setting``: the
+    key that chose ``out``, which the refusal names: zoo compare's is ``out=``).
 
     Raises:
         FileExistsError: another live process holds ``out``, named by its PID and host.
@@ -43,7 +44,7 @@ def lock(out: Path) -> None:
         holder = handle.read().strip() or "another process"
         handle.close()
         raise FileExistsError(f"{out} is in use by a run still going ({holder}): wait for it to end, or pick "
-                              f"another hydra.run.dir") from None
+                              f"another {setting}") from None
     handle.truncate(0)
     handle.write(f"PID {os.getpid()} on {socket.gethostname()}\n")
     handle.flush()

@@ -56,6 +56,8 @@ COMMANDS: dict[str, Command] = {
     "attention-maps": Command("attention_maps", "zoo.cli.attention_maps:main",
                               "draw a checkpoint's attention weights for one input"),
     "embed": Command("embed", "zoo.cli.embed:main", "write embeddings of texts or images from a checkpoint or folder"),
+    "eval": Command("eval", "zoo.cli.evaluate:main",
+                    "a checkpoint's test metrics on a data config's split (loss, perplexity, bits per byte): JSON"),
     "export": Command("export", "zoo.cli.export:main", "write a checkpoint as a folder transformers loads"),
     "describe": Command("describe", "zoo.cli.describe:main",
                         "print the family table; masks=DIR also draws each family's masks"),

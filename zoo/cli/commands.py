@@ -58,6 +58,8 @@ COMMANDS: dict[str, Command] = {
     "embed": Command("embed", "zoo.cli.embed:main", "write embeddings of texts or images from a checkpoint or folder"),
     "eval": Command("eval", "zoo.cli.evaluate:main",
                     "a checkpoint's test metrics on a data config's split (loss, perplexity, bits per byte): JSON"),
+    "prepare": Command("prepare", "zoo.cli.prepare:main",
+                       "tokenize a data=text source once into token shards (uint16 / uint32) for data=tokens"),
     "export": Command("export", "zoo.cli.export:main", "write a checkpoint as a folder transformers loads"),
     "describe": Command("describe", "zoo.cli.describe:main",
                         "print the family table; masks=DIR also draws each family's masks"),

@@ -58,6 +58,16 @@ def is_saved_dataset(path: Path) -> bool:
     return path.is_dir() and (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
 
 
+def locate(source: str, data_dir: Path) -> str:
+    """``source`` as given where it names something from the working directory (or is absolute),
+    else under ``data_dir`` (``paths.data_dir``) where it names something there."""
+    path = Path(source).expanduser()
+    if path.is_absolute() or path.exists() or glob.glob(str(path), recursive=True):
+        return source
+    under = data_dir / path
+    return str(under) if under.exists() or glob.glob(str(under), recursive=True) else source
+
+
 def source_files(source: str, key: str) -> list[Path]:
     """The files of ``source`` (the value of config key ``key``): a file, every file under a folder
     (hidden ones left out), or a glob's matches; sorted. None is a one-line refusal naming ``source``."""
@@ -267,11 +277,15 @@ class TextData(ZooDataModule):
         if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
             raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
                              f"a tokenizer.json")
-        self.source, self.column, self.sources = str(source), column, {"val": val, "test": test}
+        self.source = locate(str(source), self.data_dir)
+        self.column, self.sources = column, {split: locate(str(s), self.data_dir) if s else None
+                                             for split, s in (("val", val), ("test", test))}
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.tokenizer_kind, self.vocab_size, self.pack = tokenizer, vocab_size, pack
         self.block_size, self.seed = block_size, seed
         self.splits: dict[str, Dataset] = {}
+        self.streams: dict[str, tuple[Tensor, Tensor]] = {}  # each split's token stream and document bounds
+        self.eod_id: int | None = None
 
     def read(self) -> dict[str, list[str]]:
         """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``."""
@@ -326,8 +340,10 @@ class TextData(ZooDataModule):
             pad, mask = self.role(PAD, "padding"), self.role(MASK, "mask")
             specials = {pad, mask, eod, *present_ids(self.tokenizer, UNKNOWN).values()}
             self.dims |= {"pad_id": pad, "mask_id": mask, "sep_id": eod, "special_ids": sorted(specials)}
+        self.eod_id = eod
+        self.streams = {split: token_stream(self.tokenizer, docs, eod) for split, docs in documents.items()}
         for split, docs in documents.items():
-            stream, bounds = token_stream(self.tokenizer, docs, eod)
+            stream, bounds = self.streams[split]
             if split == "train" and self.pack:
                 windows = StreamWindows(stream, self.block_size) if len(stream) > self.block_size else None
                 self.splits[split] = Unpadded(windows) if masked and windows else windows

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import logging
+import os
 from pathlib import Path
 
 import torch
@@ -33,7 +33,6 @@ from zoo.data.wikitext import END_OF_TEXT, PackedSequences, pack as cut_document
 from zoo.data.windows import StreamWindows, Unpadded
 from zoo.terminal import on_terminal
 
-log = logging.getLogger(__name__)
 
 # Files read as rows, by suffix: the ``datasets`` builder and its options.
 ROW_FORMATS: dict[str, tuple[str, dict]] = {
@@ -318,9 +317,9 @@ class TextData(ZooDataModule):
         # WordPiece takes its unknown token second; case is kept (lower-casing would lose text)
         tokenizer = HFTokenizer.train_wordpiece(train, self.vocab_size, [roles[0], "[UNK]", *roles[1:]], False)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # each process its own (DDP ranks race)
         partial.write_text(tokenizer.tokenizer.to_str())
-        partial.rename(path)  # complete or absent, even if two processes race
+        partial.replace(path)  # complete or absent
         return tokenizer
 
     def role(self, candidates: tuple[str, ...] | list[str], role: str) -> int:

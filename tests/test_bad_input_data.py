@@ -138,7 +138,7 @@ def test_download_from_a_closed_port_names_the_url(tmp_path):
 # A model for each data config, so that the data's interpolations (image size, context) resolve.
 MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", "shapes_vqa": "llava",
             "fsdd": "whisper", "librispeech": "whisper", "ljspeech": "whisper", "speechcommands": "whisper",
-            "yesno": "whisper", "multi30k": "transformer", "tinyshakespeare": "gpt", "wikitext": "bert",
+            "yesno": "whisper", "multi30k": "transformer", "text": "gpt", "tokens": "gpt", "tinyshakespeare": "gpt", "wikitext": "bert",
             "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
 
 

@@ -179,10 +179,22 @@ def _ucf101(data: Path) -> None:
     make_ucf101(data)
 
 
+def _text(data: Path) -> list[str]:
+    from test_data_text import write_corpus
+    return [f"data.source={write_corpus(data / 'text', files=6)}"]
+
+
+def _tokens(data: Path) -> list[str]:
+    from test_data_tokens import prepare
+    return [f"data.source={prepare(_text(data)[0].split('=', 1)[1], data / 'shards')}"]
+
+
 SMALL = ["data.train_size=8", "data.val_size=4", "data.test_size=4"]
 DATA: dict[str, Callable[[Path], list[str]]] = {
     "tinyshakespeare": _files(write_shakespeare, "data.check=false", "data.val_batches=1"),
     "wikitext": _files(write_wikitext, "data.vocab_size=120"),
+    "text": _text,
+    "tokens": _tokens,
     "multi30k": _files(_multi30k, "data.vocab_size=120"),
     "cifar10": _files(_images, "data.val_size=8"),
     "cifar10_captions": _files(_captions),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -72,10 +73,36 @@ class NextTokenLM(Objective):
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
         self.log("val/ppl", loss.exp(), sync_dist=True)
 
+    def on_test_epoch_start(self) -> None:
+        self._test_sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # nats, predicted tokens
+
     def test_step(self, batch: TokenWindows, batch_idx: int) -> None:
+        """Sums the loss over every predicted token (targets -100 carry none), for
+        :meth:`on_test_epoch_end`: the split's loss is per token, whatever the batches' padding."""
         loss = self.loss(batch)
-        self.log("test/loss", loss, sync_dist=True)
-        self.log("test/ppl", loss.exp(), sync_dist=True)
+        tokens = (batch.targets != IGNORE).sum()
+        self._test_sums += torch.stack([loss.detach().double() * tokens, tokens.double()])
+
+    def on_test_epoch_end(self) -> None:
+        """``test/loss``: the split's mean loss per predicted token (nats); ``test/ppl``: its exp;
+        ``test/bpb`` (bits per byte), where the test data says how many bytes of text its targets
+        hold (:class:`zoo.data.text.DocumentWindows`) and every one of its targets was evaluated:
+        the summed nats / ln 2 / those bytes, a number that compares across tokenizers."""
+        super().on_test_epoch_end()
+        nats, tokens = self.trainer.strategy.reduce(self._test_sums, reduce_op="sum").tolist()
+        if not tokens:  # a subclass's own test_step (vlm) logs its own
+            return
+        self.log("test/loss", nats / tokens)
+        self.log("test/ppl", math.exp(nats / tokens))
+        data = getattr(self.trainer.test_dataloaders, "dataset", None)
+        text_bytes = getattr(data, "text_bytes", None)
+        if not text_bytes:
+            return
+        if tokens != data.predicted_tokens:
+            rank_zero_warn(f"no test/bpb: the test stage evaluated {tokens:.0f} of the split's {data.predicted_tokens} "
+                           f"tokens (trainer.limit_test_batches, or a sampler that repeats items over processes)")
+            return
+        self.log("test/bpb", nats / math.log(2) / text_bytes)
 
     @rank_zero_only
     def on_train_end(self) -> None:

@@ -1,0 +1,91 @@
+"""``python -m zoo prepare`` writes token shards (uint16 / uint32 ids and meta.json) and ``data=tokens``
+trains from them by memory map: the same windows as ``data=text`` cuts in memory, a resumed run on
+the same losses as one that ran through, and one-line refusals for shards that do not match."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, run_train
+from test_data_text import TINY, module, train_losses, write_corpus
+from zoo.cli.commands import call
+from zoo.data.tokens import TokenShards, shard_dtype
+
+
+def prepare(corpus: Path, out: Path, *overrides: str) -> Path:
+    return call("prepare", ["data=text", f"data.source={corpus}", f"out={out}",
+                            f"paths.cache_dir={out.parent / 'cache'}", *overrides])
+
+
+def shards(folder: Path, block_size: int = 32, batch_size: int = 4) -> TokenShards:
+    data = TokenShards("unused", "unused", batch_size, block_size, source=str(folder))
+    data.setup()
+    return data
+
+
+def test_prepare_writes_each_splits_token_stream_and_data_tokens_cuts_the_windows_data_text_does(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", files=8)
+    out = prepare(corpus, tmp_path / "shards")
+    meta = json.loads((out / "meta.json").read_text())
+    text = module(corpus, cache=tmp_path / "cache")  # data=text on the same source, the same seed
+    assert meta["dtype"] == "uint16" and meta["vocab_size"] == text.tokenizer.vocab_size
+    for split in ("train", "val", "test"):
+        stream = text.streams[split][0]
+        assert np.array_equal(np.fromfile(out / f"{split}.bin", dtype=np.uint16), stream.numpy())
+        assert meta["tokens"][split] == len(stream)
+    tokens = shards(out)
+    assert tokens.tokenizer.state() == text.tokenizer.state() and tokens.dims == {"vocab_size": meta["vocab_size"]}
+    windows, in_memory = tokens.dataset("train"), text.dataset("train")  # (pack=true: the stream's windows)
+    assert len(windows) == len(in_memory) and all(
+        torch.equal(torch.stack(windows[i]), torch.stack(in_memory[i])) for i in range(len(windows)))
+
+
+def test_a_vocabulary_past_65536_ids_is_written_as_uint32():
+    assert (shard_dtype(256), shard_dtype(65_536), shard_dtype(65_537)) == (np.uint16, np.uint16, np.uint32)
+
+
+def test_shards_that_do_not_match_their_meta_json_are_refused_in_one_line(tmp_path):
+    out = prepare(write_corpus(tmp_path / "corpus", files=6), tmp_path / "shards")
+    with pytest.raises(ValueError, match=r"out=.*shards holds token shards already"):
+        prepare(tmp_path / "corpus", out)
+    with open(out / "val.bin", "r+b") as f:
+        f.truncate(10)
+    with pytest.raises(ValueError, match=r"val.bin: 10 bytes, but .*meta.json says \d+ uint16 tokens"):
+        shards(out)
+    (out / "meta.json").unlink()
+    with pytest.raises(ValueError, match=r"data.source=.*shards holds no meta.json"):
+        shards(out)
+
+
+@pytest.mark.slow
+def test_gpt_trains_on_prepared_shards_and_a_killed_run_resumes_to_the_same_losses(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", files=10)
+    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "zoo", "prepare", "data=text", f"data.source={corpus}",
+                           "data.tokenizer=bpe", "data.vocab_size=120", f"out={tmp_path / 'shards'}"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    common = ["model=gpt", "data=tokens", f"data.source={tmp_path / 'shards'}", "model.sample_tokens=0", *TINY,
+              "optim.decay_steps=30", "trainer.val_check_interval=250", "test=false"]
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    run_train(straight, tmp_path, *common)
+    losses = train_losses(straight)
+    assert losses[-1] < losses[0] - 0.3, losses
+    killed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
+                             "+callbacks.sigterm._target_=tests.sigterm_at.SigtermAt", "+callbacks.sigterm.step=11"],
+                            env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert killed.returncode == 143, killed.stderr[-3000:]
+    run_train(run, tmp_path, *common, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    with open(run / "metrics.csv") as f:
+        steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
+    assert steps == list(range(30))  # both segments, each step once
+    assert train_losses(run) == pytest.approx(losses, abs=1e-6)

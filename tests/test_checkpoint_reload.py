@@ -5,9 +5,11 @@ with compile on or off (a checkpoint's keys are the net's alone, never ``_orig_m
 Each checkpoint is built as train.py builds the objective (zoo.train.run.objective), written as its
 checkpoint callback writes one (Trainer.save_checkpoint, NamedCheckpointIO) and read back as every
 command reads one (zoo.objectives.loading.load) and as a resume does (check_resumable, then
-Lightning's strict load_state_dict). The presets are built on the meta device (shapes only, a 7B
-as cheap as a tiny one); the study values and the CPU presets with weights, and sampled and
-exported where their families are (slow); a few trained by train.py itself (slow)."""
+Lightning's strict load_state_dict). By default: the compile case, ALiBi's, and the reader's check
+of what every preset and study value stores (composed, nothing built). Slow: every preset read back
+(a CPU preset at tiny sizes with its weights, sampled where it generates and exported; a paper size
+on the meta device), every study value likewise, and four runs trained, resumed, sampled and
+exported by train.py and ``python -m zoo`` themselves (ALiBi, compile=true resumed eagerly, BERT, ViT)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from conftest import ROOT, TINY_GPT, run_train, write_shakespeare
+from zoo.checkpoint import check_names
 from zoo.cli.commands import call
 from zoo.cli.generate import GENERATORS
 from zoo.cli.study import run_overrides
@@ -32,21 +35,19 @@ from zoo.config import CONF_DIR, compose_config
 from zoo.convert.export import export
 from zoo.data.tokenizers import CharTokenizer
 from zoo.models.presets import DIMS as STAND_IN, model_names
-from zoo.checkpoint import check_names
 from zoo.objectives.loading import check_resumable, load
-from zoo.registry import (ALLOWED_TARGETS, OBJECTIVES, STORED_TARGETS, config_targets, name_of,
-                          objective_class)
+from zoo.registry import ALLOWED_TARGETS, OBJECTIVES, STORED_TARGETS, config_targets, name_of
 from zoo.train.checkpoint_io import NamedCheckpointIO
 from zoo.train.run import objective
 
 STUDIES = {path.stem: OmegaConf.load(path) for path in sorted((CONF_DIR / "study").glob("*.yaml"))}
 STUDY_VALUES = [(name, value) for name, study in STUDIES.items() for value in study["values"]]
 TOKENIZER = CharTokenizer.from_text("".join(chr(c) for c in range(32, 127)) + "\n")  # what text runs decode with
-# What a data module would tell every model (describe's stand-ins, and what image data adds).
+# What a data module would tell every model: describe's stand-ins, the tokenizer's vocabulary, and
+# what image data adds.
 CLASSES = [f"class{i}" for i in range(STAND_IN["num_classes"])]
-DIMS = {**STAND_IN, "class_names": CLASSES, "class_prompts": [f"a photo of a {name}." for name in CLASSES],
-        "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3, "max_objects": 6}
-TEXT_DIMS = {**DIMS, "vocab_size": TOKENIZER.vocab_size}
+DIMS = {**STAND_IN, "vocab_size": TOKENIZER.vocab_size, "class_names": CLASSES, "pixel_mean": [0.5] * 3,
+        "pixel_std": [0.5] * 3, "max_objects": 6, "class_prompts": [f"a photo of a {name}." for name in CLASSES]}
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +57,11 @@ def trainer() -> L.Trainer:
                      enable_model_summary=False, plugins=[NamedCheckpointIO()])
 
 
-def configured(overrides: list[str], dims: dict = TEXT_DIMS) -> DictConfig:
-    """The composed training config, ``dims`` standing in for what the data would tell the model."""
+def configured(overrides: list[str]) -> DictConfig:
+    """The composed training config, :data:`DIMS` standing in for what the data would tell the model."""
     cfg = compose_config([*overrides, "paths.output_dir=unused"])
     with open_dict(cfg):
-        cfg.dims = dims
+        cfg.dims = DIMS
     return cfg
 
 
@@ -90,9 +91,8 @@ def round_trip(cfg: DictConfig, path: Path, trainer: L.Trainer, device: str = "c
 
 
 def study_config(study: str, value: str, *extra: str) -> DictConfig:
-    """One study value's training config (its runs' overrides), a text study's with the tokenizer's vocabulary."""
-    text = STUDIES[study].base[0] == "model=gpt"
-    return configured([*run_overrides(STUDIES[study], value), *extra], TEXT_DIMS if text else DIMS)
+    """One study value's training config: its runs' overrides (zoo compare's), and ``extra``."""
+    return configured([*run_overrides(STUDIES[study], value), *extra])
 
 
 # --- compile: the keys are the net's ---------------------------------------------------------------

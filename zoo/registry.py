@@ -132,7 +132,7 @@ def config_targets(conf: Path = CONF_DIR) -> frozenset[str]:
     """Every class the shipped configs under ``conf`` can put into a model's config, which is what
     a checkpoint stores and builds: the ``_target_``s of the model presets and of the groups they
     compose from (Blocks, vision towers and heads), of the experiments' ``model:`` nodes and of the
-    studies' overrides of ``model.*``. Read from the YAML files (~20 ms), nothing composed or imported.
+    studies' overrides of ``model.*``. Read from the YAML files (~40 ms, once per process), nothing composed or imported.
     The objectives are left out: a checkpoint names its own by short name (:data:`OBJECTIVES`), and
     one is never built from a stored ``_target_``; so are the trainers, loggers, callbacks and data
     modules, which no checkpoint stores."""
@@ -146,7 +146,7 @@ def config_targets(conf: Path = CONF_DIR) -> frozenset[str]:
 
 
 # Every class or function a stored network (or span corruption) config may instantiate: what the
-# shipped configs name (read once per process), and what checkpoints written before may hold.
+# shipped configs name, and what checkpoints written before may hold.
 ALLOWED_TARGETS: frozenset[str] = config_targets() | STORED_TARGETS
 
 # What checkpoints written before zoo/ was grouped into packages store as ``_target_``: the

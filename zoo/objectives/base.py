@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import hydra
 import lightning as L
 import torch
+from torch import nn
 from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -27,6 +28,14 @@ from zoo.registry import OBJECTIVES, name_of, objective_class
 def plain(cfg: Any) -> Any:
     """A resolved plain-Python copy of a config (what checkpoints store)."""
     return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, (DictConfig, ListConfig)) else cfg
+
+
+def _without_forward_net(module: nn.Module, state_dict: dict, prefix: str, *args: Any) -> None:
+    """Drop a stored ``forward_net.*`` before a state dict is loaded: checkpoints written while the
+    compiled wrapper was part of the module tree hold the net a second time under it
+    (``forward_net._orig_mod.*`` under compile=true), the same tensors as ``net.*``."""
+    for key in [k for k in state_dict if k.startswith(f"{prefix}forward_net.")]:
+        del state_dict[key]
 
 
 class Objective(L.LightningModule):
@@ -91,7 +100,11 @@ class Objective(L.LightningModule):
             rank_zero_info(f"LoRA {lora}: {trainable:,} of {total:,} parameters train ({trainable / total:.2%})")
         self.save_hyperparameters({"net": net_cfg, "optim": plain(optim), "compile": compile,
                                    "tokenizer": plain(tokenizer), "converter": converter, "lora": lora})
-        self.forward_net = compile_net(self.net) if compile else self.net
+        # What the steps call: the net, or its compiled wrapper. Kept out of the module tree (the
+        # wrapper's weights are the net's), so that the state dict, and a checkpoint's keys, are
+        # ``net.*`` alone whether compile is on or off: no ``forward_net._orig_mod.*``.
+        object.__setattr__(self, "forward_net", compile_net(self.net) if compile else self.net)
+        self.register_load_state_dict_pre_hook(_without_forward_net)
         self._examples: list[dict[str, str]] = []
 
     # Set by each training_step (analytic, see zoo.nn.flops) for the throughput monitor's MFU.

@@ -69,7 +69,7 @@ def check_resumable(path: str | Path | None, model: Objective) -> None:
         raise ValueError(f"ckpt_path={path} holds a {held} checkpoint ({_class_name(held)}, {held_net}), but "
                          f"this run trains {wanted} ({_class_name(wanted)}, {wanted_net}): resume with the "
                          f"model= of the run that wrote it")
-    # forward_net is the same network again (or its compiled wrapper): count each weight once
+    # checkpoints written before forward_net left the module tree hold the net twice: count each weight once
     stored, own = ({k: v for k, v in state.items() if not k.startswith("forward_net.")}
                    for state in (ckpt["state_dict"], model.state_dict()))
     missing, unexpected = sorted(own.keys() - stored.keys()), sorted(stored.keys() - own.keys())

@@ -67,7 +67,7 @@ class StopOnNonFinite(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Here the weights are those the run starts from: built, read from model.init_from, or restored.
-        bad = non_finite(dict(pl_module.named_parameters()))  # (each shared one once: net and forward_net)
+        bad = non_finite(dict(pl_module.named_parameters()))
         if trainer.strategy.reduce_boolean_decision(bool(bad), all=False):
             source = (f"ckpt_path={trainer.ckpt_path}" if trainer.ckpt_path else
                       f"model.init_from={self.init_from}" if self.init_from else "the initialisation")

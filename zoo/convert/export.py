@@ -130,7 +130,10 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     own = net.state_dict()
     for name, index in where.items():
         index = index.flatten()
-        if name not in own or index.numel() != own[name].numel() or not torch.equal(index, index.round()):
+        if name not in own:
+            raise ValueError(f"{family.hf_class} holds {name}, a weight this net does not have: the net is built "
+                             f"otherwise than {family.hf_class} (its positions, norms or layers); {ZOO_FORMAT_HINT}")
+        if index.numel() != own[name].numel() or not torch.equal(index, index.round()):
             raise ValueError(f"{family.hf_class}: the import's mapping of {name} is not a move of weights")
         flat[index.long()] = own[name].flatten().to(torch.float64)
         written[index.long()] = True
@@ -151,11 +154,13 @@ def to_hf(net: nn.Module, net_cfg: dict[str, Any], hf_class: str,
     diff = (ours - theirs).abs().max().item()
     if not diff <= 1e-4 * (1 + theirs.abs().max().item()):  # a NaN difference fails too
         raise ValueError(f"the exported {family.hf_class} gives outputs {diff:.3g} away from the zoo net's: the net "
-                         f"uses something {family.hf_class} does not express")
+                         f"uses something {family.hf_class} does not express (a mask, a position); {ZOO_FORMAT_HINT}")
     return hf, untouched
 
 
 ZOO_CONFIG = "zoo_config.json"  # the net config beside the weights of a zoo-format export
+ZOO_FORMAT = "zoo"  # hf_class=zoo: the zoo's own format, whatever class the checkpoint's converter names
+ZOO_FORMAT_HINT = f"hf_class={ZOO_FORMAT} writes it in the zoo's own format"
 ADAPTER_DIR = "adapter"  # an unmerged LoRA run's peft adapter folder, inside the export of its base
 
 
@@ -317,8 +322,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     written beside it and put in its place whole, so an overwritten ``out`` holds no file of
     before and a failed export leaves it as it was. A BERT fine-tuned from a sentence-transformers
     folder is written back as one with ``sentence_transformer`` (that folder, or ``hf:<repo>``):
-    :func:`zoo.models.sentence_transformers.write`. Returns (the class written, None for the zoo's
-    format; the names of its weights the zoo net has no counterpart for)."""
+    :func:`zoo.models.sentence_transformers.write`. ``hf_class="zoo"`` writes the zoo's own format
+    (a net its converter's class does not express: a GPT with ALiBi or a window). Returns (the class
+    written, None for the zoo's format; the names of its weights the zoo net has no counterpart for)."""
     from lightning.fabric.utilities.data import AttributeDict
 
     from zoo.convert.hub import resolve
@@ -337,7 +343,7 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
     named = hf_class is not None
-    hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    hf_class = None if hf_class == ZOO_FORMAT else hf_class or BY_CONVERTER.get(hparams.get("converter"))
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     if hf_class in FAMILIES:  # token ids the Hugging Face class reads otherwise than the run, renumbered first
         with _as_its_class(ckpt, hparams, hf_class, named):

@@ -39,9 +39,14 @@ def at(net: dict[str, Any], path: str) -> Any:
     return OmegaConf.select(OmegaConf.create(net), path)
 
 
-def tokens(net: dict[str, Any], vocab: str = "embedder.vocab_size", length: int = 16) -> Tensor:
-    """(2, T) random ids below the vocabulary at ``vocab``, T = ``length`` cut to the context."""
-    return torch.randint(0, at(net, vocab), (2, min(length, net["context"])))
+EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
+
+
+def tokens(net: dict[str, Any], vocab: str = "embedder.vocab_size", length: int | None = None) -> Tensor:
+    """(2, T) random ids below the vocabulary at ``vocab``, T = ``length`` cut to the context; by
+    default the whole context up to :data:`EXAMPLE_LENGTH`, so that a mask or position the class
+    does not express (a window, ALiBi) shows in the outputs: a short example sees none of it."""
+    return torch.randint(0, at(net, vocab), (2, min(length or EXAMPLE_LENGTH, net["context"])))
 
 
 def logits(hf: nn.Module, x: Tensor) -> Tensor:

@@ -119,4 +119,4 @@ FAMILY = Family(
           "embed_dropout": "embedder.dropout"},
     activations={"gelu_new": "gelu_tanh"}, activation_key="activation_function", shape=config_only(gpt_neo_shape),
     state_dict=lambda sd, net: gpt_neo_state_dict(sd, net["n_layers"]),
-    example=lambda net: tokens(net, length=64), extra=export_attention)
+    example=tokens, extra=export_attention)

@@ -187,4 +187,4 @@ FAMILY = Family(
           "embedding_dropout": "embedder.dropout"},
     activations=ACTIVATIONS, activation_key="hidden_activation", shape=config_only(modernbert_shape),
     state_dict=lambda sd, net: modernbert_state_dict(sd, net["n_layers"]),
-    example=lambda net: tokens(net, length=64), extra=export_layers)
+    example=tokens, extra=export_layers)

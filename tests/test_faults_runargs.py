@@ -1,0 +1,104 @@
+"""Issue 44, a run's arguments, its disk and its caches: values of the wrong kind or out of range are
+refused in one line before anything is built; a constructor's refusal is one line naming the full
+key, out of Hydra's wrapper; threads past the cores are lowered; a full disk leaves no half-written
+checkpoint and names only checkpoints that exist; eval_contexts are bounded by the memory, show
+their progress and stop on SIGTERM; caches are checked by their content and rebuilt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TINY_GPT, write_shakespeare
+from test_faults_runs2 import disk_full, gpt_config
+from zoo.cli.commands import one_line_refusals
+from zoo.cli.precheck import Refused, check
+from zoo.cli.train import set_threads
+from zoo.config import compose_config
+from zoo.train.run import build, train
+
+
+# --- values refused before anything is built ------------------------------------------------------
+
+@pytest.mark.parametrize("argument, said", [
+    ("threads=abc", "threads='abc': expected a whole number of CPU threads >= 1, or null"),
+    ("threads=0", "threads=0: expected a whole number of CPU threads >= 1"),
+    ("seed=-1", "seed=-1: expected a whole number from 0 to 4294967295"),
+    ("seed=99999999999", "seed=99999999999: expected a whole number from 0 to 4294967295"),
+    ("seed=abc", "seed='abc': expected a whole number"),
+    ("model.net.context=big", "model.net.context='big': expected a whole number (the default is 64)"),
+    ("budget.flops=inf", "budget.flops=inf: expected a finite number > 0"),
+    ("budget.flops=lots", "budget.flops='lots': expected a finite number > 0"),
+    ("budget.tokens=-5", "budget.tokens=-5: expected a finite number > 0"),
+    ("optim.lr=fast", "optim.lr='fast': expected a number"),
+    ("data.batch_size=abc", "data.batch_size='abc': expected a whole number"),
+    ("eval_contexts=[big]", "eval_contexts=['big']: expected a list of whole numbers of tokens > 0"),
+    ("eval_contexts=[0]", "eval_contexts=[0]: expected a list of whole numbers of tokens > 0"),
+])
+def test_a_value_of_the_wrong_kind_is_refused_in_one_line_naming_the_key(argument, said):
+    with pytest.raises(Refused) as refusal:
+        check("train", "train", [argument])
+    assert said in str(refusal.value) and "\n" not in str(refusal.value)
+
+
+def test_values_of_the_right_kind_pass():
+    check("train", "train", ["threads=2", "seed=0", "budget.flops=1e15", "optim.lr=3e-4", "eval_contexts=[128,256]",
+                             "model.net.context=${data.batch_size}", "trainer.precision=bf16-mixed",
+                             "trainer.devices=auto", "hydra.run.dir=/nonexistent/run"])
+
+
+def test_threads_past_the_cores_run_on_the_cores_with_a_warning():
+    cores = len(os.sched_getaffinity(0))
+    before = torch.get_num_threads()
+    try:
+        with pytest.warns(UserWarning, match=rf"threads={cores + 997} is more than the {cores} cores .*: running on "
+                                             rf"{cores} threads"):
+            assert set_threads(cores + 997) == cores
+        assert torch.get_num_threads() == cores
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- a constructor's refusal, out of Hydra's InstantiationException --------------------------------
+
+@pytest.mark.parametrize("overrides, said", [
+    (["model=mixtral", "model.net.block.top_k=9"], "error: model.net.block.top_k=9 must be between 1 and "
+                                                    "block.n_experts=8"),
+    (["model=gemma2", "model.net.mask.masks.0.window=1000"], "error: LocalMask model.net.mask.masks.0.window=1000 is "
+                                                             "larger than the model's context=64"),
+    ([*TINY_GPT, "data.batch_size=0"], "error: data.batch_size=0: expected a whole number >= 1"),
+])
+def test_a_constructors_refusal_is_one_line_naming_the_full_key(overrides, said, tmp_path, capsys):
+    write_shakespeare(tmp_path / "data")
+    cfg = compose_config([*overrides, "data.check=false", f"paths.data_dir={tmp_path / 'data'}",
+                          f"paths.cache_dir={tmp_path / 'cache'}"])
+    with pytest.raises(SystemExit) as stop:
+        one_line_refusals(build)(cfg)  # as every command runs
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and err.startswith(said) and err.count("\n") == 1, err
+
+
+# --- a full disk ---------------------------------------------------------------------------------
+
+def checkpoints_of(out: Path) -> dict[str, int]:
+    """``{name: global_step}`` of the checkpoints in ``out``/checkpoints (each must load whole)."""
+    return {p.name: torch.load(p, weights_only=True)["global_step"] for p in (out / "checkpoints").iterdir()}
+
+
+@pytest.mark.parametrize("files_written, left", [(0, {}), (2, {"best-step=1.ckpt": 1, "last.ckpt": 1})])
+def test_a_full_disk_leaves_whole_checkpoints_and_names_only_those(tmp_path, monkeypatch, files_written, left):
+    write_shakespeare(tmp_path / "data")
+    out = tmp_path / "run"
+    cut = disk_full(monkeypatch, out / "checkpoints", files_written)
+    with pytest.raises(OSError, match=r"could not write the checkpoint .*checkpoints/\S+\.ckpt: No space left") as err:
+        train(gpt_config(tmp_path, out, "trainer.max_steps=3"))
+    assert cut  # the disk did fill up while a checkpoint was written
+    assert checkpoints_of(out) == left  # whole checkpoints only, no half-written file and no temporary one
+    said = str(err.value)
+    if left:
+        assert f"resume with ckpt_path={out / 'checkpoints' / 'last.ckpt'}" in said
+    else:
+        assert "ckpt_path=" not in said and f"no checkpoint in {out / 'checkpoints'} yet" in said

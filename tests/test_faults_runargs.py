@@ -7,17 +7,24 @@ their progress and stop on SIGTERM; caches are checked by their content and rebu
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from bert_wikitext_files import write_wikitext
 from conftest import TINY_GPT, write_shakespeare
+from test_bert_data import datamodule as wikitext
 from test_faults_runs2 import disk_full, gpt_config
+from test_vit_data import make_image_folder
 from zoo.cli.commands import one_line_refusals
 from zoo.cli.precheck import Refused, check
 from zoo.cli.train import set_threads
 from zoo.config import compose_config
+from zoo.data.cache import read
+from zoo.data.cifar10 import CIFAR10, CLASSES
+from zoo.data.images import decode_image_folder
 from zoo.train.run import build, train
 
 
@@ -102,3 +109,67 @@ def test_a_full_disk_leaves_whole_checkpoints_and_names_only_those(tmp_path, mon
         assert f"resume with ckpt_path={out / 'checkpoints' / 'last.ckpt'}" in said
     else:
         assert "ckpt_path=" not in said and f"no checkpoint in {out / 'checkpoints'} yet" in said
+
+
+# --- caches checked by their content --------------------------------------------------------------
+
+def cifar(root: Path) -> CIFAR10:
+    dm = CIFAR10(str(root / "data"), str(root / "cache"), batch_size=4, val_size=8)
+    dm.setup("fit")
+    return dm
+
+
+def cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def relabel(path: Path, labels: torch.Tensor) -> None:
+    """Rewrite ``labels`` (as stored: int64, in order) where the cache at ``path`` holds them, to other classes."""
+    data = path.read_bytes()
+    stored = labels.numpy().tobytes()
+    assert data.count(stored) == 1
+    path.write_bytes(data.replace(stored, ((labels + 1) % 10).numpy().tobytes()))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "relabelled"])
+def test_a_damaged_image_cache_is_rebuilt_naming_it(tmp_path, damage):
+    make_image_folder(tmp_path / "data", {"train": 4, "test": 2})
+    first = cifar(tmp_path)
+    root = tmp_path / "data" / "cifar10" / "train"
+    cache = next(p for p in (tmp_path / "cache" / "cifar10").glob("train-*.pt"))
+    if damage == "truncated":
+        cut_in_half(cache)
+    else:
+        relabel(cache, decode_image_folder(root, CLASSES)[1])
+    with pytest.warns(UserWarning, match=rf"the cache {re.escape(str(cache))} is damaged .*: rebuilding it"):
+        again = cifar(tmp_path)
+    for split in ("train", "val", "test"):
+        assert all(torch.equal(a, b) for a, b in zip(again.splits[split], first.splits[split]))
+    assert read(cache) is not None  # rebuilt whole
+
+
+def test_a_replaced_image_of_the_same_size_gets_a_new_cache(tmp_path):
+    make_image_folder(tmp_path / "data", {"train": 4, "test": 2})
+    first = cifar(tmp_path)
+    image = tmp_path / "data" / "cifar10" / "train" / "cat" / "0000.png"
+    other = tmp_path / "data" / "cifar10" / "train" / "dog" / "0000.png"
+    stat = image.stat()
+    image.write_bytes(other.read_bytes())  # (random 32x32 PNGs of the same size and time)
+    os.utime(image, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    again = cifar(tmp_path)
+    assert len(list((tmp_path / "cache" / "cifar10").glob("train-*.pt"))) == 2
+    assert not torch.equal(again.splits["train"][0], first.splits["train"][0]) or \
+        not torch.equal(again.splits["val"][0], first.splits["val"][0])
+
+
+def test_a_truncated_wordpiece_cache_is_rebuilt_naming_it(tmp_path):
+    write_wikitext(tmp_path / "data")
+    first = wikitext(tmp_path)
+    cache = next((tmp_path / "cache" / "wikitext").glob("*.json"))
+    cut_in_half(cache)
+    with pytest.warns(UserWarning, match=rf"the cache {re.escape(str(cache))} is damaged .*: rebuilding it"):
+        again = wikitext(tmp_path)
+    # trained again (the trainer breaks ties its own way) and cached whole
+    assert again.tokenizer.vocab_size == first.tokenizer.vocab_size
+    assert read(cache).decode() == again.tokenizer.tokenizer.to_str()

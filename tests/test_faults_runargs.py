@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import open_dict
 
 from bert_wikitext_files import write_wikitext
-from conftest import TINY_GPT, write_shakespeare
+from conftest import ROOT, TINY_GPT, write_shakespeare
 from test_bert_data import datamodule as wikitext
 from test_faults_runs2 import disk_full, gpt_config
 from test_vit_data import make_image_folder
@@ -173,3 +178,68 @@ def test_a_truncated_wordpiece_cache_is_rebuilt_naming_it(tmp_path):
     # trained again (the trainer breaks ties its own way) and cached whole
     assert again.tokenizer.vocab_size == first.tokenizer.vocab_size
     assert read(cache).decode() == again.tokenizer.tokenizer.to_str()
+
+
+# --- eval_contexts: bounded, with progress, stopped by SIGTERM -------------------------------------
+
+ROTARY = ["+model.net.rotary=true", "model.net.embedder.positions=none"]
+
+
+@pytest.mark.parametrize("context, said", [
+    (10**9, r"eval_contexts=\[1000000000\]: the evaluation at 1000000000 tokens would take about [\d,.]+ GB, more "
+            r"than the [\d,.]+ GB available memory: evaluate at shorter contexts, or with a smaller data.batch_size"),
+    (100_000, r"eval_contexts=\[100000\]: the validation text is too short for 100000 tokens"),
+])
+def test_an_eval_context_the_run_cannot_evaluate_is_refused_before_training(tmp_path, context, said):
+    write_shakespeare(tmp_path / "data")
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=said):
+        train(gpt_config(tmp_path, out, *ROTARY, "trainer.max_steps=2", f"eval_contexts=[{context}]"))
+    assert not (out / "checkpoints").exists()  # not a step trained
+
+
+@pytest.mark.parametrize("model, quadratic", [("llama", False), ("mistral", True)])
+def test_the_estimate_grows_with_the_tokens_and_with_the_dense_masks_cells(model, quadratic):
+    from zoo.train.longer_contexts import eval_bytes
+    from zoo.train.run import objective
+
+    cfg = compose_config([f"model={model}", "model.net.n_layers=2"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": 65}
+    net = objective(cfg).net
+    weights = 2 * sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
+    one = eval_bytes(net, 10_000, 1) - weights  # a window of 10,000 tokens
+    assert one >= 10_000 * 4 * 5 * 128  # at least the residual stream's copies and a projection, in float32
+    assert eval_bytes(net, 10_000, 12) - weights == 12 * one - 11 * quadratic * 10_000**2
+    assert eval_bytes(net, 20_000, 1) - weights == 2 * one + 2 * quadratic * 10_000**2  # (2L)^2 = 4 L^2
+
+
+@pytest.mark.slow  # a tiny rotary run, then an evaluation of 20 windows of 8,000 tokens, stopped (~30 s)
+def test_a_long_evaluation_shows_its_progress_and_stops_at_sigterm(tmp_path):
+    stanza = "CITIZEN:\nWe are accounted poor citizens, the patricians good.\n\n"
+    (tmp_path / "data" / "tinyshakespeare").mkdir(parents=True)
+    (tmp_path / "data" / "tinyshakespeare" / "input.txt").write_text(stanza * 2000)  # 10% of it: 12,000 for val
+    out = tmp_path / "run"
+    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONUNBUFFERED="1")
+    command = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={out}", *TINY_GPT, *ROTARY, "threads=1",
+               "trainer.max_steps=2", "test=false", "model.sample_tokens=0", "data.val_batches=20",
+               "eval_contexts=[8000]"]
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in process.stdout:  # (until the first progress line, or the end of the run)
+            lines.append(line)
+            if line.startswith("eval_contexts: 8000 tokens, batch 1/20"):
+                break
+        assert lines and lines[-1].startswith("eval_contexts: 8000 tokens, batch 1/20"), "".join(lines[-30:])
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        rest, _ = process.communicate(timeout=120)
+        stopped = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 143 and stopped < 15, (stopped, rest)
+    assert "batch 20/20" not in rest  # stopped within the evaluation, not after it
+    assert f"SIGTERM at step 2: stopped; resume with ckpt_path={out / 'checkpoints' / 'last.ckpt'}" in rest, rest
+    assert (out / "checkpoints" / "last.ckpt").is_file()

@@ -6,42 +6,101 @@ that many tokens long, through :func:`~zoo.models.longer.longer_context` (the si
 tables computed further; ALiBi and no positions as they are). Each is logged as ``val/loss@N`` and
 written, with the reason of any that cannot run (a learned position table ends at its length:
 ``n/a``), to ``contexts.json`` in the run directory, which a study's report reads.
+
+A context is refused before training starts where the validation text is too short for it, or
+where its evaluation would need more memory than the device has free (:func:`eval_bytes`, an
+estimate). The evaluation prints its progress, a line a batch, and stops at SIGTERM within the
+module being run, as training does (the run then exits 143).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.data.batches import IGNORE
 from zoo.models.longer import longer_context
-from zoo.nn.positions import TableEnd
+from zoo.models.model import Model
+from zoo.nn.embedders import TokenEmbedder
+from zoo.nn.positions import LearnedPositions, TableEnd
 from zoo.objectives.lm import NextTokenLM
 
 
 @torch.no_grad()
 def val_loss(net: nn.Module, windows: Dataset, batch_size: int, device: torch.device,
-             forward_context: Callable[[], AbstractContextManager] = torch.enable_grad) -> float:
+             forward_context: Callable[[], AbstractContextManager] = torch.enable_grad,
+             done: Callable[[int, int], None] = lambda batch, batches: None) -> float:
     """The mean next-token cross-entropy of ``net`` over every target of ``windows`` (TokenWindows
     items: inputs, targets (L,)), as the LM objective's loss computes it, in eval mode;
-    ``forward_context``: the trainer's precision (its autocast) around each forward."""
+    ``forward_context``: the trainer's precision (its autocast) around each forward; ``done``
+    (batch, batches) is called after each batch (the progress line)."""
     net.eval()
     total, count = torch.zeros((), dtype=torch.float64, device=device), 0
-    for batch in DataLoader(windows, batch_size=batch_size):  # (the default collate stacks TokenWindows)
+    loader = DataLoader(windows, batch_size=batch_size)  # (the default collate stacks TokenWindows)
+    for i, batch in enumerate(loader, 1):
         inputs, targets = batch.inputs.to(device), batch.targets.to(device)
         with forward_context():
             logits = net(inputs)
         total += F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE, reduction="sum")
         count += int((targets != IGNORE).sum())
+        done(i, len(loader))
     return float(total / count)
+
+
+def eval_bytes(net: Model, context: int, batch_size: int) -> int:
+    """An estimate of the memory the evaluation of ``net`` at ``context`` tokens takes, in float32
+    without gradients: the weights twice (the model and its copy at the longer context); for each
+    of the ``batch_size`` windows' tokens the residual stream and its copies within a Block (4 x the
+    width) plus the widest point, the larger of a layer's widest projection and what is computed from
+    it (2 x) or the logits with their log-softmax and the loss (3 x the vocabulary); and, where a
+    layer's mask is no fused causal kernel's, the dense (context x context) mask. (On a CPU a fused
+    causal attention keeps no (context x context) scores.)"""
+    weights = sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
+    width, vocab = net.embedder.tokens.embedding_dim, net.embedder.tokens.num_embeddings
+    head = {id(m) for m in net.head.modules()}
+    widest = max((m.out_features for m in net.modules() if isinstance(m, nn.Linear) and id(m) not in head), default=width)
+    per_token = 4 * (4 * width + max(2 * widest, 3 * vocab))
+    dense = not all(m.fused_causal(context, context, None) for m in net.layer_masks)
+    return 2 * weights + batch_size * context * per_token + (context * context if dense else 0)
+
+
+def free_memory(device: torch.device) -> tuple[int, str]:
+    """(bytes free on ``device``, what that number is): a GPU's free memory, else the memory the
+    system has available (Linux's MemAvailable: free memory and the caches it can drop)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0], f"free on {device}"
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024, "available memory"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), "free memory"
+
+
+@contextmanager
+def stop_on_sigterm(trainer: L.Trainer) -> Iterator[None]:
+    """While inside: SIGTERM (Lightning's handler notes it) stops the evaluation at the next module
+    to run, with Lightning's ``SIGTERMException``, as the training loop stops between batches: one
+    window at a long context can take minutes."""
+
+    def check(module: nn.Module, inputs: object) -> None:
+        if trainer.received_sigterm:
+            raise SIGTERMException
+
+    hook = nn.modules.module.register_module_forward_pre_hook(check)
+    try:
+        yield
+    finally:
+        hook.remove()
 
 
 class LongerContexts(L.Callback):
@@ -60,6 +119,22 @@ class LongerContexts(L.Callback):
         if not hasattr(trainer.datamodule, "val_windows"):
             raise ValueError(f"eval_contexts={self.contexts}: {type(trainer.datamodule).__name__} cuts no validation "
                              f"windows of another length (data=tinyshakespeare does: val_windows)")
+        net, batch_size = pl_module.net, trainer.datamodule.batch_size
+        if not isinstance(net, Model) or not isinstance(net.embedder, TokenEmbedder):
+            return  # (longer_context says why at the end: n/a)
+        for context in self.contexts:  # before training: what the end could not do
+            if context > net.context and isinstance(net.embedder.positions, LearnedPositions):
+                continue  # n/a at the end: a learned table ends at its length
+            needed, (free, what) = eval_bytes(net, context, batch_size), free_memory(trainer.strategy.root_device)
+            if needed > free:
+                raise ValueError(f"eval_contexts={self.contexts}: the evaluation at {context} tokens would take about "
+                                 f"{needed / 1e9:,.1f} GB, more than the {free / 1e9:,.1f} GB {what}: evaluate at "
+                                 f"shorter contexts, or with a smaller data.batch_size (now {batch_size})")
+            try:
+                trainer.datamodule.val_windows(context)
+            except ValueError as err:
+                raise ValueError(f"eval_contexts={self.contexts}: the validation text is too short for {context} "
+                                 f"tokens ({err})") from None
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.is_global_zero:  # (one process evaluates every window: no collective call)
@@ -71,9 +146,15 @@ class LongerContexts(L.Callback):
             except TableEnd as end:
                 results[str(context)] = {"n/a": str(end)}
                 continue
-            windows = trainer.datamodule.val_windows(context)
-            loss = val_loss(net, windows, trainer.datamodule.batch_size, pl_module.device,
-                            trainer.strategy.precision_plugin.forward_context)
+            windows, started = trainer.datamodule.val_windows(context), time.monotonic()
+
+            def done(batch: int, batches: int, context: int = context) -> None:
+                print(f"eval_contexts: {context} tokens, batch {batch}/{batches} "
+                      f"({time.monotonic() - started:.0f} s)", flush=True)
+
+            with stop_on_sigterm(trainer):
+                loss = val_loss(net, windows, trainer.datamodule.batch_size, pl_module.device,
+                                trainer.strategy.precision_plugin.forward_context, done)
             results[str(context)] = {"val/loss": loss}
             for logger in trainer.loggers:
                 logger.log_metrics({f"val/loss@{context}": loss}, step=trainer.global_step)

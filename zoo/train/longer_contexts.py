@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.data.batches import IGNORE
 from zoo.models.longer import longer_context
 from zoo.models.model import Model
+from zoo.nn.attention import MultiHeadAttention
 from zoo.nn.embedders import TokenEmbedder
 from zoo.nn.positions import LearnedPositions, TableEnd
 from zoo.objectives.lm import NextTokenLM
@@ -58,22 +59,32 @@ def val_loss(net: nn.Module, windows: Dataset, batch_size: int, device: torch.de
     return float(total / count)
 
 
-def eval_bytes(net: Model, context: int, batch_size: int) -> int:
-    """An estimate of the memory the evaluation of ``net`` at ``context`` tokens takes, in float32
-    without gradients: the weights twice (the model and its copy at the longer context); for each
-    of the ``batch_size`` windows' tokens the residual stream and its copies within a Block (4 x the
-    width) plus the widest point, the larger of a layer's widest projection and what is computed from
-    it (2 x) or the logits with their log-softmax and the loss (3 x the vocabulary); and, where a
-    layer's mask is no fused causal kernel's, the dense (context x context) mask. (On a CPU a fused
-    causal attention keeps no (context x context) scores.)"""
+# Measured (peak resident memory of a CPU evaluation, model=llama's CPU shape, 2,000 to 16,000 tokens):
+# a window takes about 3 times the float32 outputs of a Block's projections and its residual copies a
+# token (what the allocator keeps beside what is alive), and 1.5 bytes a (context x context) cell
+# even under the fused causal kernel. The estimate rounds both up. A dense mask (model=mistral's
+# window) takes SDPA's unfused path on a CPU: float32 scores, a (context x context) matrix a head.
+HELD = 4
+CELL_BYTES = 2
+
+
+def eval_bytes(net: Model, context: int, batch_size: int, device: torch.device = torch.device("cpu")) -> int:
+    """An estimate of the memory the evaluation of ``net`` at ``context`` tokens takes on ``device``,
+    in float32 without gradients: the weights twice (the model and its copy at the longer context);
+    for each of the ``batch_size`` windows' tokens :data:`HELD` x (the outputs of one Block's
+    projections and 6 x the width of residual copies), and the logits with their log-softmax and
+    the loss (3 x the vocabulary); and per (context x context) cell of a window, where a layer's
+    mask is dense, the scores of every head (4 bytes each), else on a CPU :data:`CELL_BYTES` (on a
+    GPU the fused causal kernel keeps none)."""
     weights = sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
     width, vocab = net.embedder.tokens.embedding_dim, net.embedder.tokens.num_embeddings
     head = {id(m) for m in net.head.modules()}
-    widest = max((m.out_features for m in net.modules() if isinstance(m, nn.Linear) and id(m) not in head), default=width)
-    per_token = 4 * (4 * width + max(2 * widest, 3 * vocab))
+    projections = sum(m.out_features for m in net.modules() if isinstance(m, nn.Linear) and id(m) not in head)
+    per_token = 4 * (HELD * (projections // net.n_layers + 6 * width) + 3 * vocab)
+    heads = max((m.n_heads for m in net.modules() if isinstance(m, MultiHeadAttention)), default=1)
     dense = not all(m.fused_causal(context, context, None) for m in net.layer_masks)
-    return 2 * weights + batch_size * context * per_token + (context * context if dense else 0)
-
+    per_cell = 4 * heads if dense else CELL_BYTES if device.type == "cpu" else 0
+    return 2 * weights + batch_size * context * (per_token + per_cell * context)
 
 def free_memory(device: torch.device) -> tuple[int, str]:
     """(bytes free on ``device``, what that number is): a GPU's free memory, else the memory the
@@ -125,7 +136,8 @@ class LongerContexts(L.Callback):
         for context in self.contexts:  # before training: what the end could not do
             if context > net.context and isinstance(net.embedder.positions, LearnedPositions):
                 continue  # n/a at the end: a learned table ends at its length
-            needed, (free, what) = eval_bytes(net, context, batch_size), free_memory(trainer.strategy.root_device)
+            device = trainer.strategy.root_device
+            needed, (free, what) = eval_bytes(net, context, batch_size, device), free_memory(device)
             if needed > free:
                 raise ValueError(f"eval_contexts={self.contexts}: the evaluation at {context} tokens would take about "
                                  f"{needed / 1e9:,.1f} GB, more than the {free / 1e9:,.1f} GB {what}: evaluate at "

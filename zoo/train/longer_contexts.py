@@ -9,7 +9,7 @@ written, with the reason of any that cannot run (a learned position table ends a
 
 A context is refused before training starts where the validation text is too short for it, or
 where its evaluation would need more memory than the device has free (:func:`eval_bytes`, an
-estimate). The evaluation prints its progress, a line a batch, and stops at SIGTERM within the
+estimate). The evaluation prints its progress (a line every few seconds), and stops at SIGTERM within the
 module being run, as training does (the run then exits 143).
 """
 
@@ -66,6 +66,7 @@ def val_loss(net: nn.Module, windows: Dataset, batch_size: int, device: torch.de
 # window) takes SDPA's unfused path on a CPU: float32 scores, a (context x context) matrix a head.
 HELD = 4
 CELL_BYTES = 2
+PROGRESS_EVERY = 2.0  # seconds between two progress lines of an evaluation
 
 
 def eval_bytes(net: Model, context: int, batch_size: int, device: torch.device = torch.device("cpu")) -> int:
@@ -86,6 +87,7 @@ def eval_bytes(net: Model, context: int, batch_size: int, device: torch.device =
     per_cell = 4 * heads if dense else CELL_BYTES if device.type == "cpu" else 0
     return 2 * weights + batch_size * context * (per_token + per_cell * context)
 
+
 def free_memory(device: torch.device) -> tuple[int, str]:
     """(bytes free on ``device``, what that number is): a GPU's free memory, else the memory the
     system has available (Linux's MemAvailable: free memory and the caches it can drop)."""
@@ -95,6 +97,21 @@ def free_memory(device: torch.device) -> tuple[int, str]:
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) * 1024, "available memory"
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"), "free memory"
+
+
+def progress(what: str, every: float = PROGRESS_EVERY) -> Callable[[int, int], None]:
+    """A ``done(batch, batches)`` for :func:`val_loss` that prints "WHAT, batch i/n (s)" once
+    ``every`` seconds have passed since the last line (or the start), and after the last batch."""
+    started = last = time.monotonic()
+
+    def done(batch: int, batches: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= every or batch == batches:
+            print(f"{what}, batch {batch}/{batches} ({now - started:.0f} s)", flush=True)
+            last = now
+
+    return done
 
 
 @contextmanager
@@ -130,13 +147,17 @@ class LongerContexts(L.Callback):
         if not hasattr(trainer.datamodule, "val_windows"):
             raise ValueError(f"eval_contexts={self.contexts}: {type(trainer.datamodule).__name__} cuts no validation "
                              f"windows of another length (data=tinyshakespeare does: val_windows)")
-        net, batch_size = pl_module.net, trainer.datamodule.batch_size
+        self.check_contexts(trainer, pl_module.net)
+
+    def check_contexts(self, trainer: L.Trainer, net: nn.Module) -> None:
+        """Before training, what the end could not do: a context longer than the validation text, or
+        whose evaluation would not fit in the device's free memory (:func:`eval_bytes`)."""
         if not isinstance(net, Model) or not isinstance(net.embedder, TokenEmbedder):
             return  # (longer_context says why at the end: n/a)
-        for context in self.contexts:  # before training: what the end could not do
+        batch_size, device = trainer.datamodule.batch_size, trainer.strategy.root_device
+        for context in self.contexts:
             if context > net.context and isinstance(net.embedder.positions, LearnedPositions):
                 continue  # n/a at the end: a learned table ends at its length
-            device = trainer.strategy.root_device
             needed, (free, what) = eval_bytes(net, context, batch_size, device), free_memory(device)
             if needed > free:
                 raise ValueError(f"eval_contexts={self.contexts}: the evaluation at {context} tokens would take about "
@@ -158,15 +179,10 @@ class LongerContexts(L.Callback):
             except TableEnd as end:
                 results[str(context)] = {"n/a": str(end)}
                 continue
-            windows, started = trainer.datamodule.val_windows(context), time.monotonic()
-
-            def done(batch: int, batches: int, context: int = context) -> None:
-                print(f"eval_contexts: {context} tokens, batch {batch}/{batches} "
-                      f"({time.monotonic() - started:.0f} s)", flush=True)
-
             with stop_on_sigterm(trainer):
-                loss = val_loss(net, windows, trainer.datamodule.batch_size, pl_module.device,
-                                trainer.strategy.precision_plugin.forward_context, done)
+                loss = val_loss(net, trainer.datamodule.val_windows(context), trainer.datamodule.batch_size,
+                                pl_module.device, trainer.strategy.precision_plugin.forward_context,
+                                progress(f"eval_contexts: {context} tokens"))
             results[str(context)] = {"val/loss": loss}
             for logger in trainer.loggers:
                 logger.log_metrics({f"val/loss@{context}": loss}, step=trainer.global_step)

@@ -143,14 +143,16 @@ TYPED = ("model.", "data.", "optim.", "budget.", "seed")
 def check_kind(key: str, default: Any, value: Any) -> None:
     """``key=value`` overrides a number by a number and true/false by true/false (null allowed):
     ``model.net.context=big`` is refused here, not by a ``TypeError`` deep in the model's build."""
-    if not isinstance(default, ValueNode) or not isinstance(value, ValueNode) or value._is_interpolation():
+    if not key.startswith(TYPED) or not isinstance(default, ValueNode) or not isinstance(value, ValueNode):
+        return
+    if default._is_interpolation() or value._is_interpolation():
         return
     was, given = default._value(), value._value()
-    if given is None or default._is_interpolation() or not key.startswith(TYPED):
+    if given is None:
         return
     if isinstance(was, bool) and not isinstance(given, bool):
         raise Refused(f"{key}={given!r}: expected true or false")
-    if isinstance(was, (int, float)) and not isinstance(was, bool) and (isinstance(given, (str, bool))):
+    if isinstance(was, (int, float)) and not isinstance(was, bool) and isinstance(given, (str, bool)):
         whole = "a whole number" if isinstance(was, int) else "a number"
         raise Refused(f"{key}={given!r}: expected {whole} (the default is {was})")
 

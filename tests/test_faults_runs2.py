@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import os
 import re
 from pathlib import Path
 
@@ -55,31 +56,40 @@ def with_nan(ckpt: Path, path: Path) -> tuple[Path, str]:
 
 # --- training -----------------------------------------------------------------------------------
 
-def test_a_full_disk_names_the_checkpoint_being_written_and_keeps_the_earlier_one(run, tmp_path, monkeypatch):
-    from fsspec.implementations.local import LocalFileOpener
+def disk_full(monkeypatch, folder: Path, files_written: int = 0) -> list[Path]:
+    """From the ``files_written + 1``-th file on, writing into ``folder`` fails with ENOSPC after half its
+    bytes, as a full disk would (every other write goes through); returns the files it cut short."""
+    write, started, cut = os.write, set(), []
 
+    def full(fd: int, data) -> int:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if path.parent != folder.resolve():
+            return write(fd, data)
+        started.add(path)
+        if len(started) <= files_written:
+            return write(fd, data)
+        cut.append(path)
+        write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    return cut
+
+
+def test_a_full_disk_names_the_checkpoint_being_written_and_keeps_the_earlier_one(run, tmp_path, monkeypatch):
     out = tmp_path / "run"
     # a copy of the 1-step run, resumed in its own directory for a second step
     (out / "checkpoints").mkdir(parents=True)
     for name in ("config.yaml", "metrics.csv", "checkpoints/last.ckpt"):
         (out / name).write_bytes((run / name).read_bytes())
     before = (out / "checkpoints" / "last.ckpt").read_bytes()
-    writes = []
-
-    def full(self, data):  # the disk fills up halfway through a checkpoint (written in a transaction)
-        if self.autocommit:
-            return self.f.write(data)  # the logs
-        writes.append(self.path)
-        self.f.write(bytes(data)[: len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(LocalFileOpener, "write", full, raising=False)
+    cut = disk_full(monkeypatch, out / "checkpoints")
     root = run.parent
     with pytest.raises(OSError, match=r"could not write the checkpoint .*checkpoints/\S+\.ckpt: No space left on "
                                       r"device; the checkpoints already in .* are unchanged") as err:
         train(gpt_config(root, out, "trainer.max_steps=2", f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}"))
-    assert writes and err.value.errno == errno.ENOSPC
-    assert str(writes[0]) in str(err.value)  # the file it was writing
+    assert cut and err.value.errno == errno.ENOSPC
+    assert f"resume with ckpt_path={out / 'checkpoints' / 'last.ckpt'}" in str(err.value)
     assert (out / "checkpoints" / "last.ckpt").read_bytes() == before  # whole, and still the step-1 one
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["last.ckpt"]  # no half-written file
 

@@ -117,11 +117,12 @@ def one_line_refusals(function: Callable[[DictConfig], Any]) -> Callable[[DictCo
         try:
             return function(cfg)
         except Exception as error:
+            cause = constructor_error(error)
             if in_a_sweep():  # the sweeper records the trial as failed and goes on; its folder keeps why
-                keep_error(error)
-            if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(error) or in_a_sweep():
+                keep_error(cause)
+            if os.environ.get("HYDRA_FULL_ERROR") == "1" or not raised_by_zoo(cause) or in_a_sweep():
                 raise
-            print(f"error: {error}", file=sys.stderr)
+            print(f"error: {with_full_key(str(cause), cfg)}", file=sys.stderr)
             raise SystemExit(1) from None
 
     return run
@@ -135,6 +136,45 @@ def keep_error(error: BaseException) -> None:
     folder = Path(HydraConfig.get().runtime.output_dir)
     if folder.is_dir():
         (folder / ERROR_FILE).write_text(f"{type(error).__name__}: {' '.join(str(error).split())}\n")
+
+
+def constructor_error(error: BaseException) -> BaseException:
+    """The error a constructor raised, out of Hydra's ``InstantiationException`` (one around it for
+    each ``_target_`` being built: the objective around its net around its block ...)."""
+    from hydra.errors import InstantiationException
+
+    while isinstance(error, InstantiationException) and error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+# A message's first ``name=value``: the setting a constructor's refusal names (``block.top_k=9``).
+SETTING = re.compile(r"([A-Za-z_][\w.]*)=('[^']*'|[^\s:,;)]+)")
+
+
+def with_full_key(message: str, cfg: DictConfig) -> str:
+    """``message`` with the setting it names by its own key (a class's ``block.top_k=9``, ``window=1000``)
+    named by its key in ``cfg`` (``model.net.block.top_k=9``), where one key of ``cfg`` ends so and holds
+    that value: the key the user sets on the command line."""
+    from omegaconf import OmegaConf
+
+    found = SETTING.search(message)
+    if found is None:
+        return message
+    name, value = found.groups()
+    leaves = flat(OmegaConf.to_container(cfg, resolve=False))
+    if name in leaves:
+        return message
+    keys = [k for k, v in leaves.items() if k.endswith(f".{name}") and str(v) == value.strip("'")]
+    return message if len(keys) != 1 else message[: found.start()] + keys[0] + message[found.start(1) + len(name):]
+
+
+def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """``{dotted key: value}`` of every leaf of a config container (list items by index)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else None
+    if items is None:
+        return {prefix.rstrip("."): node}
+    return {k: v for key, value in items for k, v in flat(value, f"{prefix}{key}.").items()}
 
 
 def in_a_sweep() -> bool:

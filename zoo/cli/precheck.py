@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.machinery
+import math
 import os
 import re
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, ValueNode
 
 from zoo.config import CONF_DIR, compose_config
 from zoo.train import compat, run_dir  # (both light: compat imports a model's classes only when asked)
@@ -131,12 +132,61 @@ def check_unknown_key(base: DictConfig, key: str) -> None:
     raise Refused(f"{key}: unknown key{close}; add a new key with +{key}=... only where the code reads it")
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The keys whose value keeps the kind of its default (a number stays a number, true/false stays
+# true/false): the model's, the data's and the optimizer's settings, the budget and the seed.
+# (trainer.* takes either kind by design: precision=32 or bf16-mixed, devices=1 or auto.)
+TYPED = ("model.", "data.", "optim.", "budget.", "seed")
+
+
+def check_kind(key: str, default: Any, value: Any) -> None:
+    """``key=value`` overrides a number by a number and true/false by true/false (null allowed):
+    ``model.net.context=big`` is refused here, not by a ``TypeError`` deep in the model's build."""
+    if not key.startswith(TYPED) or not isinstance(default, ValueNode) or not isinstance(value, ValueNode):
+        return
+    if default._is_interpolation() or value._is_interpolation():
+        return
+    was, given = default._value(), value._value()
+    if given is None:
+        return
+    if isinstance(was, bool) and not isinstance(given, bool):
+        raise Refused(f"{key}={given!r}: expected true or false")
+    if isinstance(was, (int, float)) and not isinstance(was, bool) and isinstance(given, (str, bool)):
+        whole = "a whole number" if isinstance(was, int) else "a number"
+        raise Refused(f"{key}={given!r}: expected {whole} (the default is {was})")
+
+
+def check_run_values(cfg: DictConfig) -> None:
+    """The top-level values of a training run that are read only once torch has loaded: its
+    threads, seed, budget and longer contexts, each refused in one line naming what it accepts."""
+    threads = cfg.get("threads")
+    if threads is not None and not (_whole(threads) and threads >= 1):
+        raise Refused(f"threads={threads!r}: expected a whole number of CPU threads >= 1, or null for every core "
+                      f"this process may use")
+    seed = cfg.get("seed")
+    if not (_whole(seed) and 0 <= seed < 2**32):
+        raise Refused(f"seed={seed!r}: expected a whole number from 0 to {2**32 - 1} (numpy's seeds)")
+    for kind, amount in (cfg.get("budget") or {}).items():
+        number = isinstance(amount, (int, float)) and not isinstance(amount, bool)
+        if amount is not None and not (number and math.isfinite(amount) and amount > 0):
+            raise Refused(f"budget.{kind}={amount!r}: expected a finite number > 0 (e.g. budget.{kind}=1e15), "
+                          f"or null for no {kind} budget")
+    contexts = cfg.get("eval_contexts")
+    if not isinstance(contexts, ListConfig) or not all(_whole(c) and c > 0 for c in contexts):
+        raise Refused(f"eval_contexts={contexts}: expected a list of whole numbers of tokens > 0, e.g. "
+                      f"eval_contexts=[512,1024], or [] for none")
+
+
 def check_train(cfg: DictConfig, out: Path) -> None:
     """A training run's values that the config alone decides; ``out`` is its run directory."""
     steps = cfg.trainer.get("max_steps")
     if not isinstance(steps, int) or steps < 1:
         raise Refused(f"trainer.max_steps={steps}: a run trains for a positive number of optimizer steps "
                       f"(the learning-rate schedule spans them), e.g. trainer.max_steps=100")
+    check_run_values(cfg)
     # The early refusal only: a process a launcher started into a run (Lightning's DDP children,
     # torchrun / srun ranks) re-enters the directory its rank 0 claims, by design; the claim itself
     # (zoo.train.run_dir.claim) asks the trainer's strategy for the rank, not the environment.
@@ -270,6 +320,7 @@ def check_overrides(config: str, arguments: list[str]) -> DictConfig:
     group_overrides = [a for a, o in zip(arguments, overrides)
                        if o.key_or_group.replace(".", "/") in groups or o.key_or_group == "hydra.searchpath"]
     base = _compose(group_overrides, config)
+    keys = []
     for override in overrides:
         key = override.key_or_group
         if key.startswith("hydra") or key.replace(".", "/") in groups or override.is_delete():
@@ -278,7 +329,12 @@ def check_overrides(config: str, arguments: list[str]) -> DictConfig:
             check_added_key(base, key)
         elif _node(base, key.split(".")) is None:
             check_unknown_key(base, key)
-    return _compose(arguments, config, return_hydra_config=True)
+        else:
+            keys.append(key)
+    cfg = _compose(arguments, config, return_hydra_config=True)
+    for key in keys:
+        check_kind(key, _node(base, key.split(".")), _node(cfg, key.split(".")))
+    return cfg
 
 
 def _parses(argument: str) -> bool:

@@ -23,12 +23,18 @@ def default_threads() -> int:
 
 
 def set_threads(threads: int | None) -> int:
-    """Run torch's CPU kernels on ``threads`` threads (None: :func:`default_threads`); returns the count."""
+    """Run torch's CPU kernels on ``threads`` threads (None: :func:`default_threads`); returns the count.
+    More threads than the cores this process may use only make them wait for each other: such a
+    ``threads`` is lowered to the cores, with a warning."""
     count = default_threads() if threads is None else threads
     if count < 1:
         raise ValueError(f"threads={threads}: expected a positive number of CPU threads, or null for the default")
-    torch.set_num_threads(count)
     cores = len(os.sched_getaffinity(0))
+    if threads is not None and threads > cores:
+        warnings.warn(f"threads={threads} is more than the {cores} cores this process may use: running on "
+                      f"{cores} threads", stacklevel=2)
+        count = cores
+    torch.set_num_threads(count)
     log.info("threads=%d (of %d cores this process may use; set threads=N to change)", count, cores)
     return count
 

@@ -7,7 +7,8 @@ Two layouts under ``${data_dir}``, the first found is used:
 
 Images are decoded once and kept in memory as uint8 (an ImageFolder copy's decoded
 tensors are cached under ``${cache_dir}/cifar10`` so the 60,000 decodes happen once,
-not once per run); augmentation runs on the fly on whole batches.
+not once per run; zoo.data.cache checks the file on each read); augmentation runs on the
+fly on whole batches.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torchvision
 from torch import Tensor
 
 from zoo.data.base import ZooDataModule
+from zoo.data.cache import cached_tensors
 from zoo.data.batches import ImageLabels
 from zoo.data.images import InMemoryImages, collate_batch, decode_image_folder
 
@@ -30,13 +32,16 @@ STD = (0.2470, 0.2435, 0.2616)
 
 
 def _folder_fingerprint(root: Path) -> str:
-    """A hash of every file's relative path and size under ``root``: a changed copy gets a new cache."""
+    """A hash of every file's relative path, size and modification time under ``root``: a changed
+    copy (a file replaced, even by one of the same size) gets a new cache. (Reading the bytes of
+    60,000 files to hash them would cost much of what the cache saves.)"""
     digest = hashlib.sha256(str(root.resolve()).encode())
     for directory, subdirs, files in sorted(os.walk(root)):
         subdirs.sort()
         for name in sorted(files):
             path = Path(directory, name)
-            digest.update(f"{path.relative_to(root)}:{path.stat().st_size}\n".encode())
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -88,15 +93,13 @@ class CIFAR10(ZooDataModule):
     def _load_folder_copy(self, split: str) -> tuple[Tensor, Tensor]:
         root = self.folder / split
         cache = self.cache_dir / "cifar10" / f"{split}-{_folder_fingerprint(root)}.pt"
-        if cache.exists():
-            data = torch.load(cache, weights_only=True)
-            return data["images"], data["labels"]
-        images, labels, _ = decode_image_folder(root, CLASSES)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_name(cache.name + ".part")
-        torch.save({"images": images, "labels": labels}, partial)
-        partial.rename(cache)  # a crash mid-write never leaves a half cache behind
-        return images, labels
+
+        def decode() -> dict[str, Tensor]:
+            images, labels, _ = decode_image_folder(root, CLASSES)
+            return {"images": images, "labels": labels}
+
+        data = cached_tensors(cache, decode)
+        return data["images"], data["labels"]
 
     def _load_torchvision(self, split: str) -> tuple[Tensor, Tensor]:
         try:

@@ -7,10 +7,11 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tokenizers import Tokenizer
 
+from zoo.data.cache import cached
 from zoo.terminal import on_terminal
 
 
@@ -167,23 +168,26 @@ class HFTokenizer:
 
 def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: Iterable[str]) -> HFTokenizer:
     """A BPE tokenizer trained on ``texts`` (Metaspace pre-tokenizer: decoding restores the
-    spaces, so decoded output is detokenized text), cached as JSON at ``cache``. The
+    spaces, so decoded output is detokenized text), cached as JSON at ``cache`` (:func:`cached_tokenizer`). The
     ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them."""
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-    if cache.exists():
-        return HFTokenizer(Tokenizer.from_file(str(cache)))
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
-                                                       show_progress=on_terminal()))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_name(cache.name + ".part")
-    tok.save(str(partial))
-    partial.rename(cache)
-    return HFTokenizer(tok)
+    def train() -> HFTokenizer:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
+                                                           show_progress=on_terminal()))
+        return HFTokenizer(tok)
+
+    return cached_tokenizer(cache, train)
+
+
+def cached_tokenizer(cache: Path, train: Callable[[], HFTokenizer]) -> HFTokenizer:
+    """The tokenizer cached as JSON at ``cache`` (checked: :mod:`zoo.data.cache`), or ``train()``'s, cached there."""
+    return cached(cache, train, lambda tok: tok.tokenizer.to_str().encode(),
+                  lambda payload: HFTokenizer(Tokenizer.from_str(payload.decode())))
 
 
 class WordTokenizer:

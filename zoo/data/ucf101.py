@@ -21,6 +21,7 @@ from torch import Tensor
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import VideoClips
+from zoo.data.cache import cached_tensors
 from zoo.data.videos import InMemoryClips, decode_video, fit_clip, warn_fitted
 
 VIDEO_URL = "https://www.crcv.ucf.edu/data/UCF101/UCF101.rar"
@@ -99,23 +100,21 @@ class UCF101(ZooDataModule):
         for file in files:
             if not file.is_file():
                 raise FileNotFoundError(f"{file} is listed in {self.lists} but missing")
+        stats = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
         key = hashlib.sha256(repr((str(self.videos.resolve()), self.frames, self.image_size, self.resize,
-                                   [(str(f), f.stat().st_size) for f in files])).encode()).hexdigest()[:16]
+                                   stats)).encode()).hexdigest()[:16]
         cache = self.cache_dir / "ucf101" / f"{split}-{key}.pt"
-        if cache.exists():
-            data = torch.load(cache, weights_only=True)
-            return data["clips"], data["labels"]
-        clips, fitted = [], 0
-        for file in files:
-            clip, changed = fit_clip(decode_video(file), self.frames, self.image_size, self.resize, str(file))
-            clips.append(clip)
-            fitted += changed
-        warn_fitted(f"{self.videos} ({split})", fitted, len(files), self.frames, self.image_size)
-        data = {"clips": torch.stack(clips), "labels": torch.tensor([label for _, label in items])}
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_name(cache.name + ".part")
-        torch.save(data, partial)
-        partial.rename(cache)  # a crash mid-write never leaves a half cache behind
+
+        def decode() -> dict[str, Tensor]:
+            clips, fitted = [], 0
+            for file in files:
+                clip, changed = fit_clip(decode_video(file), self.frames, self.image_size, self.resize, str(file))
+                clips.append(clip)
+                fitted += changed
+            warn_fitted(f"{self.videos} ({split})", fitted, len(files), self.frames, self.image_size)
+            return {"clips": torch.stack(clips), "labels": torch.tensor([label for _, label in items])}
+
+        data = cached_tensors(cache, decode)  # (checked on each read: zoo.data.cache)
         return data["clips"], data["labels"]
 
     def setup(self, stage: str | None = None) -> None:

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import PaddedTokens, TokenWindows
 from zoo.data.download import ensure_file
-from zoo.data.tokenizers import HFTokenizer, present_ids
+from zoo.data.tokenizers import HFTokenizer, cached_tokenizer, present_ids
 from zoo.data.windows import StreamWindows
 
 URL = "https://wikitext.smerity.com/{archive}.zip"
@@ -163,18 +162,14 @@ class WikiText(ZooDataModule):
     def _wordpiece(self, train_articles: list[str]) -> HFTokenizer:
         """A WordPiece trained on the train split, cached."""
         train = split_path(self.data_dir, self.name, "train")
-        # The cache key names what the vocabulary depends on: the variant, its train file, the settings.
-        fingerprint = hashlib.sha256(f"{train.stat().st_size}{self.lowercase}{SPECIAL_TOKENS}".encode()
+        # The cache key names what the vocabulary depends on: the variant, its train file (its size,
+        # modification time and first MiB: WikiText-103's is 500 MB), the settings.
+        stat = train.stat()
+        fingerprint = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}{self.lowercase}{SPECIAL_TOKENS}".encode()
                                      + train.read_bytes()[: 1 << 20]).hexdigest()[:12]
         path = self.cache_dir / "wikitext" / f"{self.name}-wordpiece{self.vocab_size}-{fingerprint}.json"
-        if path.exists():
-            return HFTokenizer(Tokenizer.from_file(str(path)))
-        tokenizer = HFTokenizer.train_wordpiece(train_articles, self.vocab_size, SPECIAL_TOKENS, self.lowercase)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".part")
-        partial.write_text(tokenizer.tokenizer.to_str())
-        partial.rename(path)  # complete or absent, even if two processes race
-        return tokenizer
+        return cached_tokenizer(path, lambda: HFTokenizer.train_wordpiece(train_articles, self.vocab_size,
+                                                                          SPECIAL_TOKENS, self.lowercase))
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:

@@ -129,8 +129,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
             results = trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
             metrics.update({k: float(v) for r in results for k, v in r.items()})
     except SIGTERMException:  # Lightning's is a SystemExit with code 0: a killed run must not read as done
-        print(f"SIGTERM at step {trainer.global_step}: stopped; resume with "
-              f"ckpt_path={Path(cfg.paths.output_dir) / 'checkpoints' / 'last.ckpt'}", flush=True)
+        print(f"SIGTERM at step {trainer.global_step}: stopped; "
+              f"{run_dir.resume_hint(Path(cfg.paths.output_dir) / 'checkpoints')}", flush=True)
         raise SystemExit(143) from None
     log = Path(cfg.paths.output_dir) / "metrics.csv"
     if trainer.is_global_zero and log.exists():

@@ -64,10 +64,26 @@ def holds_other_run(out: Path, ckpt_path: str | None, overwrite: bool) -> bool:
     if ckpt_path and Path(ckpt_path).resolve().parent == (out / "checkpoints").resolve():
         return False  # resuming this run in its own directory
     if not overwrite:
-        raise FileExistsError(
-            f"{out} already holds a run ({', '.join(found)}): pick a new hydra.run.dir, resume that run with "
-            f"ckpt_path={out / 'checkpoints' / 'last.ckpt'}, or pass overwrite=true to delete its files first")
+        resume = resume_from(out / "checkpoints")
+        raise FileExistsError(f"{out} already holds a run ({', '.join(found)}): pick a new hydra.run.dir, "
+                              + (f"resume that run with ckpt_path={resume}, " if resume else "")
+                              + "or pass overwrite=true to delete its files first")
     return True
+
+
+def resume_from(checkpoints: Path) -> Path | None:
+    """The checkpoint to resume the run whose checkpoints are in ``checkpoints`` from, one that is
+    there: its ``last.ckpt``, else its newest (a full disk may have stopped it before any last.ckpt)."""
+    if (checkpoints / "last.ckpt").is_file():
+        return checkpoints / "last.ckpt"
+    found = sorted(checkpoints.glob("*.ckpt"), key=lambda p: p.stat().st_mtime) if checkpoints.is_dir() else []
+    return found[-1] if found else None
+
+
+def resume_hint(checkpoints: Path) -> str:
+    """"resume with ckpt_path=..." naming :func:`resume_from`'s file, or that there is none."""
+    resume = resume_from(checkpoints)
+    return f"resume with ckpt_path={resume}" if resume else f"start again (no checkpoint in {checkpoints} yet)"
 
 
 def claim(out: Path, ckpt_path: str | None, overwrite: bool, global_rank: int) -> None:

@@ -62,7 +62,10 @@ def gpt_neox_shape(config: dict[str, Any]) -> dict[str, Any]:
     if act not in ACTIVATIONS:
         raise ValueError(f"GPT-NeoX hidden_act={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
     out = copies(config, KEYS)
-    base, fraction = rotary(config, base_key="rotary_emb_base", fraction_key="rotary_pct")
+    base, fraction, scale = rotary(config, base_key="rotary_emb_base", fraction_key="rotary_pct")
+    if scale != 1:
+        raise ValueError(f"gpt_neox config: rope_parameters.factor={scale} (rope_type linear) is not implemented by "
+                         f"the zoo's GPT-NeoX; it rotates with the plain table (rope_type default)")
     d, heads, vocab = out["block.d_model"], out["block.n_heads"], out["embedder.vocab_size"]
     rotary_width(d // heads, fraction)  # refuses a rotated part that is odd or empty, naming it
     bias = bool(out["block.bias_q"])

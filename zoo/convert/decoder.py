@@ -112,6 +112,26 @@ def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]
     return out
 
 
+CAUSAL, LOCAL, PER_LAYER = "zoo.nn.masks.CausalMask", "zoo.nn.masks.LocalMask", "zoo.nn.masks.PerLayer"
+
+
+def uncut(mask: dict[str, Any], context: int) -> dict[str, Any]:
+    """The mask's part of a shape with every causal window wider than the context made the causal
+    mask: it cuts nothing within the context (transformers runs it so; the zoo's ``LocalMask``
+    refuses a window it would never use). A ``PerLayer`` pattern left all causal becomes one mask."""
+    if "mask" not in mask:
+        return mask
+
+    def one(m: dict[str, Any]) -> dict[str, Any]:
+        wide = m["_target_"] == LOCAL and m.get("causal") and isinstance(m.get("window"), int) and m["window"] > context
+        return {"_target_": CAUSAL} if wide else m
+
+    if mask["mask"]["_target_"] != PER_LAYER:
+        return {"mask": one(mask["mask"])}
+    masks = [one(m) for m in mask["mask"]["masks"]]
+    return {"mask": masks[0] if all(m == masks[0] for m in masks) else mask["mask"] | {"masks": masks}}
+
+
 # A mixture-of-experts layer in memory (transformers 5): mlp.gate.weight (E, D) the router,
 # mlp.experts.gate_up_proj (E, 2F, D) gate and up stacked, mlp.experts.down_proj (E, D, F)
 MOE_STACKED = ("mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj")
@@ -180,7 +200,7 @@ class Decoder:
         act = config.get(self.activation_key, self.default_activation)
         if act not in ACTIVATIONS:
             raise ValueError(f"{self.activation_key}={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | own | self.mask(config) | self.positions(config) | self.own(config) | self.knobs | {
+        return out | own | uncut(self.mask(config), out["context"]) | self.positions(config) | self.own(config) | self.knobs | {
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
             "block.activation": ACTIVATIONS[act],

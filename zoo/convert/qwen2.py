@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.convert.common import layer_pattern
-from zoo.convert.decoder import Decoder
+from zoo.convert.decoder import CAUSAL, LOCAL, Decoder
 from zoo.convert.family import layer_masks
 
-CAUSAL, LOCAL = "zoo.nn.masks.CausalMask", "zoo.nn.masks.LocalMask"
 WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})  # what :func:`masks_of` reads
 KINDS = {CAUSAL: "full_attention", LOCAL: "sliding_attention"}  # zoo mask class -> Qwen2's layer type
 

@@ -70,7 +70,7 @@ def gpt_neox_shape(config: dict[str, Any]) -> dict[str, Any]:
     out = copies(config, KEYS)
     base, fraction, scale = rotary(config, base_key="rotary_emb_base", fraction_key="rotary_pct")
     if scale != 1:
-        raise ValueError(f"gpt_neox config: rope_parameters.factor={scale} (rope_type linear) is not implemented by "
+        raise ValueError(f"gpt_neox config: rope_parameters.rope_type='linear' (factor {scale}) is not implemented by "
                          f"the zoo's GPT-NeoX; it rotates with the plain table (rope_type default)")
     d, heads, vocab = out["block.d_model"], out["block.n_heads"], out["embedder.vocab_size"]
     try:

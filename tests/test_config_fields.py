@@ -8,7 +8,7 @@ by :func:`perturbed` (numbers scaled, booleans flipped, strings to another legal
 plausible value, a rotary table to a linearly scaled one); a value ``transformers`` itself rejects
 (at construction or in its forward) is skipped: there is nothing to be exact against. The reference
 is drawn away from its init (:func:`exactness.randomise`) and run on an odd length (13 tokens).
-The default suite runs the fields of Llama and GPT-2 that change the computation; the rest is ``slow``."""
+The default suite runs the fields of Llama, GPT-2 and BERT that change the computation; the rest is ``slow``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from zoo.convert.families import declared
 LENGTH = 13  # an odd length, shorter than every tiny context
 DECODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32}
+ENCODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "max_position_embeddings": 32}
 # family module -> its tiny config's values (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
@@ -37,24 +39,28 @@ TINY: dict[str, dict[str, Any]] = {
     "mixtral": DECODER | {"num_local_experts": 4, "num_experts_per_tok": 2},
     "qwen3_moe": DECODER | {"head_dim": 8, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24},
     "gpt2": {"vocab_size": 61, "n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 4},
+    "bert": ENCODER,
+    "roberta": ENCODER | {"max_position_embeddings": 34}, "xlm_roberta": ENCODER | {"max_position_embeddings": 34},
+    "vit": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "image_size": 16, "patch_size": 4, "num_labels": 3},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
 }
-CHEAP = ("llama", "gpt2")  # the default suite's share (its fields that compute); the rest is slow
+CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"bart", "beit", "bert", "big_bird", "clip", "deit", "dinov2", "dinov2_registers", "distilbert",
-               "gpt_neo", "hubert", "llava", "mbart", "modernbert", "roberta", "siglip", "swin", "t5", "videomae",
-               "vit", "vitdet", "vivit", "wav2vec2", "whisper", "xlm_roberta", "yolos"}
+NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers", "distilbert",
+               "gpt_neo", "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
+               "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
 FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "attn_logit_softcapping": 5.0,
              "final_logit_softcapping": 5.0, "use_bidirectional_attention": True, "pad_token_id": 3,
              "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3, "summary_activation": "tanh"}
-# a string field -> another legal value
-OTHER_STRING = {"hidden_act": "gelu", "hidden_activation": "gelu", "activation_function": "relu",
-                "summary_type": "last", "problem_type": "regression"}
+# a string field -> legal values, the first that differs from the tiny config's is taken
+OTHER_STRING = {"hidden_act": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
+                "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",)}
 SKIP = object()
 
 
@@ -69,7 +75,8 @@ def perturbed(key: str, value: Any) -> Any:
     if value is None:
         return FROM_NONE.get(key, SKIP)
     if isinstance(value, str):
-        return OTHER_STRING.get(key, SKIP)  # model_type, transformers_version, ...: not a choice of computation
+        # model_type, transformers_version, ...: not a choice of computation
+        return next((other for other in OTHER_STRING.get(key, ()) if other != value), SKIP)
     if isinstance(value, dict) and "rope_type" in value:
         return value | {"rope_type": "linear", "factor": 2.0}
     if isinstance(value, dict) and value and all(isinstance(v, dict) and "rope_type" in v for v in value.values()):
@@ -89,6 +96,14 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
     return decoders[0].from_transformers if decoders else module.from_transformers
 
 
+def example(config: dict[str, Any]) -> torch.Tensor:
+    """(2, 13) token ids of the config's vocabulary, or (2, C, S, S) images of its size."""
+    gen = torch.Generator().manual_seed(1)
+    if "image_size" in config:
+        return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
+    return torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+
+
 def reference(family: str, changed: dict[str, Any]) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None:
     """(the Hugging Face model of the tiny config with ``changed``, the input, its logits), or None
     where transformers rejects that config."""
@@ -97,9 +112,9 @@ def reference(family: str, changed: dict[str, Any]) -> tuple[torch.nn.Module, to
         config = getattr(T, exported.config_class)(**(TINY[family] | changed))
         torch.manual_seed(0)
         hf = randomise(getattr(T, exported.hf_class)(config).eval())
-        x = torch.randint(0, TINY[family]["vocab_size"], (2, LENGTH), generator=torch.Generator().manual_seed(1))
+        x = example(config.to_dict())
         with torch.no_grad():
-            return hf, x, hf(x).logits
+            return hf, x, exported.outputs(hf, x)
     except Exception:  # transformers refuses the value (a ValueError, a shape error in its forward, ...)
         return None
 
@@ -121,7 +136,7 @@ def check_field(family: str, key: str, value: Any) -> str:
         assert key in message, f"{family} {key}={value!r}: refused without naming {key!r}: {message}"
         assert "\n" not in message, f"{family} {key}={value!r}: the refusal is not one line: {message}"
         return "refused"
-    assert_matches(net(x), logits, what=f"{family} with {key}={value!r}")
+    assert_matches(declared()[family].ours(net, x), logits, what=f"{family} with {key}={value!r}")
     return "exact"
 
 

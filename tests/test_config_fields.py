@@ -60,7 +60,8 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "attn_logit_sof
              "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3, "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
-                "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",)}
+                "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",),
+                "pooler_act": ("relu",)}
 SKIP = object()
 
 

@@ -315,9 +315,10 @@ def head_tied(config: dict[str, Any], embedding: Tensor, head: Tensor | None, de
     overwritten). Untied without a head (``head`` None) is refused: transformers would draw it at random."""
     tie = bool(config.get("tie_word_embeddings", default))
     if not tie and head is None:
-        raise ValueError(f"{config.get('model_type', 'this')} config: tie_word_embeddings=False but "
-                         f"{folder or 'the weights'} hold no {head_name}: transformers would start the head at "
-                         f"random; set tie_word_embeddings true if the head is the embedding")
+        weights = f"the weights of {folder}" if folder else "the weights"
+        raise ValueError(f"{config.get('model_type', 'this')} config: tie_word_embeddings=False but {weights} hold no "
+                         f"{head_name}: transformers would start the head at random; set tie_word_embeddings "
+                         f"true if the head is the embedding")
     return tie and (head is None or (head.shape == embedding.shape and bool(torch.equal(head, embedding))))
 
 

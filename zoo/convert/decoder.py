@@ -200,7 +200,8 @@ class Decoder:
         act = config.get(self.activation_key, self.default_activation)
         if act not in ACTIVATIONS:
             raise ValueError(f"{self.activation_key}={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | own | uncut(self.mask(config), out["context"]) | self.positions(config) | self.own(config) | self.knobs | {
+        mask = uncut(self.mask(config), out["context"])
+        return out | own | mask | self.positions(config) | self.own(config) | self.knobs | {
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
             "block.activation": ACTIVATIONS[act],

@@ -50,8 +50,9 @@ def gemma_masks(config: dict[str, Any], period: int = 2, window: int = 4096) -> 
     """The mask's part of the shape (``window``: the config class's default ``sliding_window``)."""
     kinds, window = layer_kinds(config, period), config.get("sliding_window", window)
     if "sliding_attention" in kinds and not (isinstance(window, int) and window >= 1):
-        raise ValueError(f"{config.get('model_type', 'gemma')} config: sliding_window={window!r} with sliding_attention "
-                         f"layers (layer_types): their window must be a whole number >= 1 (transformers refuses it too)")
+        raise ValueError(f"{config.get('model_type', 'gemma')} config: sliding_window={window!r} with "
+                         f"sliding_attention layers (layer_types): their window must be a whole number >= 1 "
+                         f"(transformers refuses it too)")
     return kinds_mask(kinds, window)
 
 

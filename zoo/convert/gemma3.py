@@ -4,8 +4,9 @@
 Gemma 3 is Gemma 2 (:mod:`zoo.convert.gemma2`: 1 + w RMSNorms before and after each sublayer,
 gated tanh-GELU, ``query_pre_attn_scalar``, sqrt(d) embedding, tied head, sliding and global
 layers) with a (1 + w) RMSNorm on each head's queries and keys (``qk_norm: head``), no
-attention soft-capping (transformers 5's Gemma3Attention ignores ``attn_logit_softcapping``), five sliding layers to one global (``sliding_window_pattern: 6`` in the
-released configs, ``layer_types`` in transformers 5's), and a rotary table per type of layer: the
+attention soft-capping (transformers 5's Gemma3Attention ignores ``attn_logit_softcapping``), five
+sliding layers to one global (``sliding_window_pattern: 6`` in the released configs,
+``layer_types`` in transformers 5's), and a rotary table per type of layer: the
 sliding layers rotate with base ``rope_local_base_freq`` (10,000) and the global ones with
 ``rope_theta`` (1,000,000), and Gemma 3 4B and up scale the global layers' positions linearly
 (``rope_scaling: {rope_type: linear, factor: 8}``): ``rotary_base`` and ``rotary_scale`` as
@@ -22,7 +23,8 @@ from typing import Any
 from zoo.convert.common import layer_pattern
 from zoo.convert.decoder import QK_NORMS, SANDWICH_NORMS, Decoder
 from zoo.convert.family import layer_masks
-from zoo.convert.gemma2 import GEMMA_IGNORES, GEMMA_KNOBS, GEMMA_READS, attention_scale, attention_scale_config, gemma_mask_config, gemma_masks, layer_kinds
+from zoo.convert.gemma2 import (GEMMA_IGNORES, GEMMA_KNOBS, GEMMA_READS, attention_scale,
+                                 attention_scale_config, gemma_mask_config, gemma_masks, layer_kinds)
 from zoo.convert.qwen2 import KINDS, LOCAL
 from zoo.nn.positions import layer_values
 

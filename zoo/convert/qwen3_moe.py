@@ -21,8 +21,9 @@ QWEN3_MOE = Decoder(
     expected={"attention_bias": False, "decoder_sparse_step": 1, "mlp_only_layers": []}, norms=PRE_NORMS | QK_NORMS,
     head_dim=0, keys={"num_experts": ("block.n_experts", 128), "moe_intermediate_size": ("block.d_ff", 768),
                       "norm_topk_prob": ("block.norm_topk", False)} | MOE_KEYS,
-    aliases={"num_experts": "num_local_experts"}, own=routed, reads=MOE_READS,
-    ignores=MOE_IGNORES | {"max_window_layers"},  # Qwen3MoeConfig's, read by no layer (one window in each)  # transformers' own spelling, in what save_pretrained writes
+    aliases={"num_experts": "num_local_experts"},  # transformers' own spelling, in what save_pretrained writes
+    own=routed, reads=MOE_READS,
+    ignores=MOE_IGNORES | {"max_window_layers"},  # Qwen3MoeConfig's, read by no layer (one window in each)
     mask=one_window, mask_config=partial(window_config, hf_class="Qwen3MoeForCausalLM", switch=True))
 MODEL_TYPES = QWEN3_MOE.model_types  # the config.json model_type values this converter reads
 FAMILY = QWEN3_MOE.family()

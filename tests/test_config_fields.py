@@ -43,6 +43,8 @@ TINY: dict[str, dict[str, Any]] = {
     "roberta": ENCODER | {"max_position_embeddings": 34}, "xlm_roberta": ENCODER | {"max_position_embeddings": 34},
     "vit": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
             "image_size": 16, "patch_size": 4, "num_labels": 3},
+    "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
+                "window_size": 5, "attention_types": [[["global", "local"], 1]]},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
 }
@@ -50,23 +52,27 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers", "distilbert",
-               "gpt_neo", "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
+               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
-FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "attn_logit_softcapping": 5.0,
+FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_size": 40, "attn_logit_softcapping": 5.0,
              "final_logit_softcapping": 5.0, "use_bidirectional_attention": True, "pad_token_id": 3,
              "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3, "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
                 "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",),
                 "pooler_act": ("relu",)}
+# a field whose value has a structure of its own -> another value of that structure
+OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()
 
 
 def perturbed(key: str, value: Any) -> Any:
     """``value`` (the tiny config's) moved to another plausible value, or :data:`SKIP`."""
+    if key in OTHER_VALUE:
+        return OTHER_VALUE[key]
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -82,7 +88,7 @@ def perturbed(key: str, value: Any) -> Any:
         return value | {"rope_type": "linear", "factor": 2.0}
     if isinstance(value, dict) and value and all(isinstance(v, dict) and "rope_type" in v for v in value.values()):
         return {kind: table | {"rope_type": "linear", "factor": 2.0} for kind, table in value.items()}
-    if isinstance(value, list) and value and set(value) <= {"full_attention", "sliding_attention"}:
+    if isinstance(value, list) and value and all(kind in ("full_attention", "sliding_attention") for kind in value):
         swap = {"full_attention": "sliding_attention", "sliding_attention": "full_attention"}
         return [swap[kind] for kind in value]
     if isinstance(value, list) and not value:

@@ -45,13 +45,15 @@ TINY: dict[str, dict[str, Any]] = {
             "image_size": 16, "patch_size": 4, "num_labels": 3},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
+    "distilbert": {"vocab_size": 61, "dim": 32, "hidden_dim": 48, "n_layers": 2, "n_heads": 4,
+                   "max_position_embeddings": 32},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers", "distilbert",
+NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
                "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
@@ -61,7 +63,7 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_s
              "final_logit_softcapping": 5.0, "use_bidirectional_attention": True, "pad_token_id": 3,
              "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3, "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
-OTHER_STRING = {"hidden_act": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
+OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
                 "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",),
                 "pooler_act": ("relu",)}
 # a field whose value has a structure of its own -> another value of that structure

@@ -7,8 +7,9 @@ tiny configuration here (:data:`TINY`, 2 layers, 32 wide, a small vocabulary). A
 by :func:`perturbed` (numbers scaled, booleans flipped, strings to another legal value, None to a
 plausible value, a rotary table to a linearly scaled one); a value ``transformers`` itself rejects
 (at construction or in its forward) is skipped: there is nothing to be exact against. The reference
-is drawn away from its init (:func:`exactness.randomise`) and run on an odd length (13 tokens).
-The default suite runs the fields of Llama, GPT-2 and BERT that change the computation; the rest is ``slow``."""
+is drawn away from its init (:func:`exactness.randomise`) and run on an odd length (13 tokens), no
+padding (each family's own exactness test pads). The default suite runs the fields of Llama, GPT-2
+and BERT that change the computation; the rest is ``slow``."""
 
 from __future__ import annotations
 
@@ -59,13 +60,14 @@ NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_reg
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
-FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_size": 40, "attn_logit_softcapping": 5.0,
-             "final_logit_softcapping": 5.0, "use_bidirectional_attention": True, "pad_token_id": 3,
-             "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3, "summary_activation": "tanh"}
+FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_size": 40,
+             "attn_logit_softcapping": 5.0, "final_logit_softcapping": 5.0, "use_bidirectional_attention": True,
+             "pad_token_id": 3, "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3,
+             "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
-OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"), "activation_function": ("relu",),
-                "summary_type": ("last",), "problem_type": ("regression",), "position_embedding_type": ("relative_key",),
-                "pooler_act": ("relu",)}
+OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
+                "activation_function": ("relu",), "summary_type": ("last",), "problem_type": ("regression",),
+                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()

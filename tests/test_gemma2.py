@@ -109,7 +109,7 @@ def test_zoo_export_writes_a_gemma2_folder_transformers_loads(tmp_path, capsys):
 
 @pytest.mark.parametrize("changed, refusal", [
     ({"use_bidirectional_attention": True}, "use_bidirectional_attention=True"),
-    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}, "rope_type='linear'"),
+    ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope_type='dynamic'"),
     ({"attention_bias": True}, "attention_bias"),
 ])
 def test_gemma2_configs_the_zoo_cannot_express_are_refused(changed, refusal):

@@ -581,7 +581,7 @@ def test_tokenizer_of_another_vocabulary_size_is_refused_naming_both(tmp_path):
 @pytest.mark.parametrize("write, match", [
     (lambda p: tiny_gpt2(p, scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     (lambda p: tiny_llama(p, attention_bias=True), "attention_bias"),
-    (lambda p: tiny_llama(p, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), "rope_type='linear'"),
+    (lambda p: tiny_llama(p, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}), "rope_type='dynamic'"),
 ])
 def test_config_the_zoo_cannot_express_is_refused_by_name(tmp_path, write, match):
     write(tmp_path)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir
+from zoo.convert.common import ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped, read_checkpoint_dir
 from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
@@ -59,9 +59,25 @@ def dependent(out: dict[str, Any], act: str) -> dict[str, Any]:
     }
 
 
+# every BertConfig key: the plain copies, the activation and the kind of positions read; the
+# dropouts ignored (the import's net is for eval; a fine-tuning run keeps its own), the classifier
+# heads' too; the MLM decoder is the token table (tie_word_embeddings true)
+CONFIG_KEYS = ConfigKeys(reads=frozenset(KEYS) | {"hidden_act", "position_embedding_type"},
+                         ignores=frozenset({"hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"}),
+                         fixed={"tie_word_embeddings": True})
+
+
 def bert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=bert`` the shape
-    of a Hugging Face BERT ``config.json`` (every dependent key listed)."""
+    of a Hugging Face BERT ``config.json`` (every dependent key listed); a key BERT's converter
+    does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(hf_config, CONFIG_KEYS)
+    return encoder_shape(hf_config)
+
+
+def encoder_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`bert_shape` without the check of every key: the part BERT-like families (RoBERTa,
+    BigBird) share, each with config keys of its own."""
     position_kind = hf_config.get("position_embedding_type", "absolute")
     if position_kind != "absolute":
         raise ValueError(f"position_embedding_type={position_kind!r}: only 'absolute' BERT positions are supported")

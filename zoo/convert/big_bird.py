@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from zoo.convert import bert
-from zoo.convert.bert import load_mlm, bert_shape, bert_state_dict
+from zoo.convert.bert import load_mlm, encoder_shape, bert_state_dict
 from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
 from zoo.convert.family import Family, config_only, plain, tokens
 
@@ -19,12 +19,12 @@ MODEL_TYPES = ("big_bird",)
 
 
 def big_bird_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
-    """:func:`~zoo.convert.bert.bert_shape` plus the block-sparse pattern's settings. A config the
+    """:func:`~zoo.convert.bert.encoder_shape` plus the block-sparse pattern's settings. A config the
     zoo would compute differently is refused, naming the key."""
     for key, wanted in (("attention_type", "block_sparse"), ("rescale_embeddings", False), ("use_bias", True)):
         if hf_config.get(key, wanted) != wanted:
             raise ValueError(f"BigBird {key}={hf_config[key]!r}: only {key}={wanted!r} is supported")
-    return bert_shape(hf_config) | {"mask.block_size": hf_config["block_size"],
+    return encoder_shape(hf_config) | {"mask.block_size": hf_config["block_size"],
                                     "mask.n_random": hf_config["num_random_blocks"]}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -247,6 +248,78 @@ def read_checkpoint_dir(path: str | Path, model_types: tuple[str, ...]) -> tuple
     ``model_type`` is one of ``model_types`` (those the calling converter reads)."""
     config = read_config(path, model_types)
     return config, read_weights(Path(path), config)
+
+
+# config.json keys of every transformers config (PretrainedConfig's own, and the generation settings
+# transformers 4 kept there) that do not change what the network computes: names, bookkeeping, what a
+# forward returns, label names, special ids, the init's scale (the weights are read), the dtype (the
+# zoo computes in its own), the cache switch, how generate() samples
+GENERIC_KEYS = frozenset({
+    "_name_or_path", "architectures", "chunk_size_feed_forward", "dtype", "torch_dtype", "id2label", "label2id",
+    "model_type", "output_attentions", "output_hidden_states", "problem_type", "return_dict", "is_encoder_decoder",
+    "transformers_version", "use_cache", "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
+    "sep_token_id", "cls_token_id", "decoder_start_token_id", "tokenizer_class", "use_return_dict",
+    "_attn_implementation_autoset", "finetuning_task", "prefix", "task_specific_params", "num_labels",
+    "torchscript", "tf_legacy_loss", "use_bfloat16", "max_length", "min_length", "do_sample", "early_stopping",
+    "num_beams", "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p", "typical_p",
+    "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size",
+    "bad_words_ids", "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "cache_implementation"})
+# PretrainedConfig's keys that change the computation, at the one value the zoo computes unless a family
+# implements them (a decoder with cross-attention, heads pruned away)
+GENERIC_FIXED = {"is_decoder": False, "add_cross_attention": False, "pruned_heads": {}, "tie_encoder_decoder": False,
+                 "cross_attention_hidden_size": None}
+
+
+@dataclass(frozen=True)
+class ConfigKeys:
+    """What one family's converter knows of its Hugging Face config class's keys, as plain data:
+    every key is implemented (``reads``: the converter honours each value, or refuses it itself),
+    knowingly ignored (``ignores``: it does not change the logits, beside :data:`GENERIC_KEYS`), or
+    not implemented (``fixed``: the one value the zoo computes, the config class's default). A key
+    in none of them is refused whatever its value (:func:`check_keys`): the zoo cannot know it is harmless."""
+
+    reads: frozenset[str] = frozenset()
+    ignores: frozenset[str] = frozenset()
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def __or__(self, other: "ConfigKeys") -> "ConfigKeys":
+        """Both declarations (a family's on top of its base's)."""
+        return ConfigKeys(self.reads | other.reads, self.ignores | other.ignores, self.fixed | other.fixed)
+
+
+def check_keys(config: dict[str, Any], keys: ConfigKeys, source: str | None = None) -> None:
+    """Refuse, in one line naming it, the first key of ``config`` (a ``config.json`` as a dict) that
+    ``keys`` neither implements nor ignores: a ``fixed`` key at another value, or a key it does not
+    declare at all. ``source`` names the config (default: its ``model_type``)."""
+    source = source or str(config.get("model_type", "this"))
+    for key, value in config.items():
+        fixed = GENERIC_FIXED | keys.fixed
+        if key in keys.reads or key in keys.ignores or key in GENERIC_KEYS:
+            continue
+        if key in fixed:
+            if value == fixed[key] or (value is None and fixed[key] in ({}, [])):
+                continue
+            raise ValueError(f"{source} config: {key}={value!r} is not implemented by the zoo; it computes "
+                             f"{key}={fixed[key]!r} (use a checkpoint with that value)")
+        raise ValueError(f"{source} config: {key}={value!r} is not implemented by the zoo; its converter does not "
+                         f"know {key!r} (remove it from config.json only if it does not change the model)")
+
+
+def head_tied(config: dict[str, Any], embedding: Tensor, head: Tensor | None, default: bool,
+              folder: str | None = None, head_name: str = "lm_head.weight") -> bool:
+    """Whether the output head is the token embedding, as transformers 5's ``from_pretrained`` loads
+    it: tied where ``tie_word_embeddings`` (``default`` where the config omits it) says so, unless the
+    weights hold a head of other values (transformers then keeps both, untied: the embedding is not
+    overwritten). Untied without a head (``head`` None) is refused: transformers would draw it at random."""
+    tie = bool(config.get("tie_word_embeddings", default))
+    if not tie and head is None:
+        weights = f"the weights of {folder}" if folder else "the weights"
+        raise ValueError(f"{config.get('model_type', 'this')} config: tie_word_embeddings=False but {weights} hold no "
+                         f"{head_name}: transformers would start the head at random; set tie_word_embeddings "
+                         f"true if the head is the embedding")
+    return tie and (head is None or (head.shape == embedding.shape and bool(torch.equal(head, embedding))))
 
 
 def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, head_tied, init_net, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import REQUIRED, Family, at, config_only, copies, plain
 
 # Hugging Face config key -> (zoo net config path, its value when config.json omits it): the plain copies
@@ -30,6 +31,11 @@ KEYS: dict[str, tuple[str, Any]] = {
     "tie_word_embeddings": ("tie_embeddings", False),
     "attention_dropout": ("block.attn_dropout", 0.0),
 }
+# What every Llama-like converter reads beyond the plain copies (the vocabulary, the head width, the
+# rotary table in either spelling: :func:`rope_table`) and ignores (Llama's pretraining_tp: a split of
+# the same matmuls, gone from transformers 5's forward)
+READS = frozenset({"vocab_size", "head_dim", "rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor"})
+IGNORES = frozenset({"pretraining_tp"})
 ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}  # Hugging Face's -> the Block's
 PROJECTIONS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj"}  # zoo attention part -> Hugging Face's
 FFN = {"gate": "gate_proj", "fc_in": "up_proj", "fc_out": "down_proj"}  # SwiGLU: silu(gate) * up
@@ -47,32 +53,47 @@ FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_at
 WIDTH_OF = {"self_attn.q_proj": "self_attn.o_proj"}
 
 
+def rope_table(config: dict[str, Any]) -> dict[str, Any]:
+    """The rotary table transformers 5 builds of a config: an old-style ``rope_scaling`` replaces
+    ``rope_parameters`` (configuration_utils' ``convert_rope_params_to_dict``: ``rope_scaling or
+    rope_parameters``), its ``type`` read as ``rope_type``."""
+    rope = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
+    return rope | {"rope_type": rope.get("rope_type", rope.get("type", "default"))}
+
+
 def rotary(config: dict[str, Any], base_key: str = "rope_theta",
-           fraction_key: str = "partial_rotary_factor") -> tuple[float, float]:
-    """(the rotary base, the fraction of each head that rotates) of a Hugging Face config: its
-    ``rope_parameters`` (transformers 5), else ``rope_scaling`` and the config's own keys (``base_key``,
-    ``fraction_key``: GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); a scaled table is refused."""
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
-        raise ValueError(f"rope_type={kind!r} is not supported (only the plain rotary table)")
+           fraction_key: str = "partial_rotary_factor") -> tuple[float, float, float]:
+    """(the rotary base, the fraction of each head that rotates, the linear position scale) of a
+    Hugging Face config's rotary table (:func:`rope_table`), else the config's own keys (``base_key``,
+    ``fraction_key``: GPT-NeoX's ``rotary_emb_base``, ``rotary_pct``); a table other than the plain
+    one or the linearly scaled one is refused, naming it."""
+    rope = rope_table(config)
+    kind = rope["rope_type"]
+    if kind not in ("default", "linear"):
+        raise ValueError(f"{config.get('model_type', 'this')} config: rope_parameters.rope_type={kind!r} is not "
+                         f"implemented by the zoo; it rotates with the plain table or a linearly scaled one "
+                         f"(rope_type default or linear)")
     return (rope.get("rope_theta", config.get(base_key, 10000.0)),
-            rope.get("partial_rotary_factor", config.get(fraction_key, 1.0)))
+            rope.get("partial_rotary_factor", config.get(fraction_key, 1.0)),
+            float(rope["factor"]) if kind == "linear" else 1.0)
 
 
 def plain_rotary(config: dict[str, Any]) -> dict[str, Any]:
-    """The positions' part of the shape: one rotary base (:func:`rotary`), whole heads rotating."""
-    base, fraction = rotary(config)
+    """The positions' part of the shape: one rotary base and linear scale (:func:`rotary`), whole
+    heads rotating."""
+    base, fraction, scale = rotary(config)
     if fraction != 1:
         raise ValueError(f"partial_rotary_factor={fraction} is not supported: this reader rotates whole heads "
                          f"(partial_rotary_factor 1)")
-    return {"rotary_base": base}
+    return {"rotary_base": base, "rotary_scale": scale}
 
 
 def plain_rotary_config(net: dict[str, Any]) -> dict[str, Any]:
     """The Hugging Face config's rotary table of the zoo net's one base (transformers 5 keeps it in
     ``rope_parameters``)."""
-    return {"rope_parameters": {"rope_type": "default", "rope_theta": at(net, "rotary_base")}}
+    scale = at(net, "rotary_scale") or 1.0
+    linear = {"rope_type": "linear", "factor": scale} if scale != 1 else {"rope_type": "default"}
+    return {"rope_parameters": linear | {"rope_theta": at(net, "rotary_base")}}
 
 
 def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]) -> dict[str, Tensor]:
@@ -89,6 +110,26 @@ def unfused(hf: dict[str, Tensor], layer: str, fused: dict[str, tuple[str, ...]]
                 pieces = hf[f"{layer}{name}.{kind}"].split(widths)
                 out |= {f"{layer}{part}.{kind}": piece for part, piece in zip(parts, pieces)}
     return out
+
+
+CAUSAL, LOCAL, PER_LAYER = "zoo.nn.masks.CausalMask", "zoo.nn.masks.LocalMask", "zoo.nn.masks.PerLayer"
+
+
+def uncut(mask: dict[str, Any], context: int) -> dict[str, Any]:
+    """The mask's part of a shape with every causal window wider than the context made the causal
+    mask: it cuts nothing within the context (transformers runs it so; the zoo's ``LocalMask``
+    refuses a window it would never use). A ``PerLayer`` pattern left all causal becomes one mask."""
+    if "mask" not in mask:
+        return mask
+
+    def one(m: dict[str, Any]) -> dict[str, Any]:
+        wide = m["_target_"] == LOCAL and m.get("causal") and isinstance(m.get("window"), int) and m["window"] > context
+        return {"_target_": CAUSAL} if wide else m
+
+    if mask["mask"]["_target_"] != PER_LAYER:
+        return {"mask": one(mask["mask"])}
+    masks = [one(m) for m in mask["mask"]["masks"]]
+    return {"mask": masks[0] if all(m == masks[0] for m in masks) else mask["mask"] | {"masks": masks}}
 
 
 # A mixture-of-experts layer in memory (transformers 5): mlp.gate.weight (E, D) the router,
@@ -110,6 +151,8 @@ class Decoder:
     config_class: str  # e.g. "LlamaConfig"
     biases: tuple[str, ...] = ()  # the attention projections with a bias (of q, k, v, out): Qwen2's q, k, v
     expected: dict[str, Any] = field(default_factory=dict)  # config keys whose one value the zoo expresses
+    reads: frozenset[str] = frozenset()  # config keys the mask, positions and own knobs read (beyond :data:`READS`)
+    ignores: frozenset[str] = frozenset()  # config keys that do not change the logits (beyond :data:`IGNORES`)
     keys: dict[str, tuple[str, Any]] = field(default_factory=dict)  # plain copies beyond :data:`KEYS`
     mask: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # config -> the mask's part of the shape
     mask_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys  # net config -> the mask's config keys
@@ -119,6 +162,7 @@ class Decoder:
     own: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
     own_config: Callable[[dict[str, Any]], dict[str, Any]] = _no_keys
     activation_key: str = "hidden_act"  # the config key of the activation (Gemma's hidden_activation)
+    default_activation: str = "silu"  # the config class's, where config.json omits it (Gemma's tanh-GELU)
     # zoo Block norm -> the Hugging Face layer's (OLMo 2: on each sublayer's output, and on q and k)
     norms: dict[str, str] = field(default_factory=lambda: dict(PRE_NORMS))
     # the Block takes the config's head_dim (Qwen3-0.6B: 16 heads of 128 in 1024 wide), this one where
@@ -133,11 +177,18 @@ class Decoder:
     moe_module: str = "mlp"
     experts: dict[str, str] = field(default_factory=lambda: dict(FFN))
 
+    @property
+    def config_keys(self) -> ConfigKeys:
+        """Every config key this family's converter implements, ignores or fixes (:func:`check_keys`)."""
+        return ConfigKeys(reads=READS | self.reads | set(KEYS) | set(self.keys) | set(self.aliases.values())
+                          | {self.activation_key}, ignores=IGNORES | self.ignores, fixed=self.expected)
+
     def shape(self, config: dict[str, Any]) -> dict[str, Any]:
         """The values, keyed by their path under the language model's net, that give the family's
         preset the shape of a Hugging Face config (as a dict); refuses what the zoo Block does not
-        express (other biases, rope scaling, d_model != heads x head_dim)."""
-        refuse(config, f"{self.hf_class.removesuffix('ForCausalLM')} config", **self.expected)
+        express (a key it does not implement at another value, a scaled rotary table other than the
+        linear one, d_model != heads x head_dim), naming the key."""
+        check_keys(config, self.config_keys, config.get("model_type", self.model_types[0]))
         spelt = {key: config[other] for key, other in self.aliases.items() if key not in config and other in config}
         out = copies(config | spelt, KEYS | self.keys)  # a key of self.keys replaces KEYS' for the same path
         d, heads = out["block.d_model"], out["block.n_heads"]
@@ -146,10 +197,11 @@ class Decoder:
             raise ValueError(f"head_dim={head_dim} x {heads} heads != hidden_size={d}: the zoo Block needs "
                              f"d_model = heads x d_head")
         own = {"block.head_dim": head_dim} if self.head_dim is not None else {}
-        act = config.get(self.activation_key, "silu")
+        act = config.get(self.activation_key, self.default_activation)
         if act not in ACTIVATIONS:
             raise ValueError(f"{self.activation_key}={act!r} is not supported ({' or '.join(ACTIVATIONS)})")
-        return out | own | self.mask(config) | self.positions(config) | self.own(config) | self.knobs | {
+        mask = uncut(self.mask(config), out["context"])
+        return out | own | mask | self.positions(config) | self.own(config) | self.knobs | {
             "tie_embeddings": bool(out["tie_embeddings"]),
             "block.n_kv_heads": out["block.n_kv_heads"] or heads,
             "block.activation": ACTIVATIONS[act],
@@ -163,6 +215,11 @@ class Decoder:
             "embedder.vocab_size": vocab, "embedder.max_len": config["max_position_embeddings"],
             "head.vocab_size": vocab,
         }
+
+    def tied(self, config: dict[str, Any], hf: dict[str, Tensor], folder: str | None = None) -> bool:
+        """Whether the head is the token embedding as transformers 5 loads ``hf`` (:func:`head_tied`)."""
+        default = dict(KEYS | self.keys)["tie_word_embeddings"][1]
+        return head_tied(config, hf["embed_tokens.weight"], hf.get("lm_head.weight"), default, folder)
 
     def state_dict(self, hf: dict[str, Tensor], n_layers: int, embed: str = "embedder.tokens.weight",
                    n_experts: int = 0) -> dict[str, Tensor]:
@@ -204,9 +261,9 @@ class Decoder:
     def from_transformers(self, hf_model) -> nn.Module:
         """A zoo net (built from conf/model/<model>.yaml) holding ``hf_model``'s weights."""
         cfg = hf_model.config.to_dict()
-        shape = self.shape(cfg)
-        net = build_net(self.model, shape_overrides(shape), {"vocab_size": cfg["vocab_size"]})
         hf = {k.removeprefix("model."): v for k, v in hf_model.state_dict().items()}
+        shape = self.shape(cfg) | {"tie_embeddings": self.tied(cfg, hf)}
+        net = build_net(self.model, shape_overrides(shape), {"vocab_size": cfg["vocab_size"]})
         load_mapped(net, self.state_dict(hf, cfg["num_hidden_layers"], n_experts=shape.get("block.n_experts", 0)))
         return net
 
@@ -214,9 +271,9 @@ class Decoder:
         """``model.init_from`` hook: (``net_cfg`` reshaped to the folder at ``path``, the net holding
         its weights). The data's vocabulary must be the checkpoint's."""
         config, state = read_checkpoint_dir(path, self.model_types)
-        shape = self.lm_shape(config)
-        check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
         hf = {k.removeprefix("model."): v for k, v in state.items()}
+        shape = self.lm_shape(config) | {"tie_embeddings": self.tied(config, hf, path)}
+        check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
         return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"], n_experts=shape.get("block.n_experts", 0)))
 
     def export_keys(self, prefix: str = "") -> dict[str, str]:

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS, Layout, activation, dependent, encoder_state_dict, load_mlm
-from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import REQUIRED, Family, copies, plain
 
 MODEL_TYPES = ("distilbert",)  # the config.json model_type values this converter reads
@@ -23,6 +24,13 @@ EPS = 1e-12  # every DistilBERT LayerNorm's, not a config key
 KEYS = {"n_layers": ("n_layers", REQUIRED), "max_position_embeddings": ("context", REQUIRED),
         "dim": ("block.d_model", REQUIRED), "n_heads": ("block.n_heads", REQUIRED),
         "hidden_dim": ("block.d_ff", REQUIRED), "vocab_size": ("embedder.vocab_size", REQUIRED)}
+# every DistilBertConfig key: the plain copies, the activation and the kind of positions read; the
+# dropouts ignored (the task heads' too), and the released configs' tie_weights_ (transformers 5 reads
+# tie_word_embeddings alone); the MLM decoder is the token table (tie_word_embeddings true)
+CONFIG_KEYS = ConfigKeys(reads=frozenset(KEYS) | {"activation", "sinusoidal_pos_embds"},
+                         ignores=frozenset({"dropout", "attention_dropout", "qa_dropout", "seq_classif_dropout",
+                                            "tie_weights_"}),
+                         fixed={"tie_word_embeddings": True})
 DISTILBERT = Layout(
     prefix="distilbert.",
     embedder={"tokens.weight": "embeddings.word_embeddings.weight",
@@ -39,7 +47,7 @@ DISTILBERT = Layout(
 def distilbert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=distilbert`` the
     shape of a Hugging Face DistilBERT ``config.json`` (every dependent key listed)."""
-    refuse(hf_config, "DistilBERT", tie_word_embeddings=True)  # the zoo's MLM decoder is the token table
+    check_keys(hf_config, CONFIG_KEYS)
     shape = dependent(copies(hf_config, KEYS) | {"block.norm_eps": EPS}, activation(hf_config, "activation"))
     return shape | {"embedder.positions": "sinusoidal" if hf_config.get("sinusoidal_pos_embds") else "learned"}
 

@@ -26,6 +26,9 @@ from zoo.convert.decoder import SANDWICH_NORMS, Decoder
 from zoo.convert.family import layer_masks
 from zoo.convert.qwen2 import KINDS, LOCAL, kinds_mask
 
+# what the Gemma converters read beside the plain copies: the layers' types and window, the attention scale
+GEMMA_READS = frozenset({"layer_types", "sliding_window", "query_pre_attn_scalar", "use_bidirectional_attention"})
+GEMMA_IGNORES = frozenset({"hidden_act"})  # transformers 4's spelling: 5's Gemma reads hidden_activation alone
 # the values every Gemma net has (the export refuses a net without them)
 GEMMA_KNOBS = {"embedder.scale": True, "block.norm": "rmsnorm_1p",
                "block.output_norm": True, "block.gated": True, "block.prenorm": True, "final_norm": True}
@@ -45,7 +48,12 @@ def layer_kinds(config: dict[str, Any], period: int) -> list[str]:
 
 def gemma_masks(config: dict[str, Any], period: int = 2, window: int = 4096) -> dict[str, Any]:
     """The mask's part of the shape (``window``: the config class's default ``sliding_window``)."""
-    return kinds_mask(layer_kinds(config, period), config.get("sliding_window", window))
+    kinds, window = layer_kinds(config, period), config.get("sliding_window", window)
+    if "sliding_attention" in kinds and not (isinstance(window, int) and window >= 1):
+        raise ValueError(f"{config.get('model_type', 'gemma')} config: sliding_window={window!r} with "
+                         f"sliding_attention layers (layer_types): their window must be a whole number >= 1 "
+                         f"(transformers refuses it too)")
+    return kinds_mask(kinds, window)
 
 
 def gemma_mask_config(net: dict[str, Any], hf_class: str = "Gemma2ForCausalLM") -> dict[str, Any]:
@@ -76,7 +84,8 @@ def attention_scale_config(net: dict[str, Any]) -> dict[str, Any]:
 
 
 GEMMA2 = Decoder(model="gemma2", model_types=("gemma2",), hf_class="Gemma2ForCausalLM", config_class="Gemma2Config",
-                 expected={"attention_bias": False}, norms=dict(SANDWICH_NORMS), head_dim=256,
+                 expected={"attention_bias": False}, norms=dict(SANDWICH_NORMS), head_dim=256, reads=GEMMA_READS,
+                 ignores=GEMMA_IGNORES, default_activation="gelu_pytorch_tanh",
                  keys={"tie_word_embeddings": ("tie_embeddings", True),
                        "attn_logit_softcapping": ("block.attn_softcap", 50.0),
                        "final_logit_softcapping": ("head.softcap", 30.0)},

@@ -4,8 +4,9 @@
 Gemma 3 is Gemma 2 (:mod:`zoo.convert.gemma2`: 1 + w RMSNorms before and after each sublayer,
 gated tanh-GELU, ``query_pre_attn_scalar``, sqrt(d) embedding, tied head, sliding and global
 layers) with a (1 + w) RMSNorm on each head's queries and keys (``qk_norm: head``), no
-soft-capping by default, five sliding layers to one global (``sliding_window_pattern: 6`` in the
-released configs, ``layer_types`` in transformers 5's), and a rotary table per type of layer: the
+attention soft-capping (transformers 5's Gemma3Attention ignores ``attn_logit_softcapping``), five
+sliding layers to one global (``sliding_window_pattern: 6`` in the released configs,
+``layer_types`` in transformers 5's), and a rotary table per type of layer: the
 sliding layers rotate with base ``rope_local_base_freq`` (10,000) and the global ones with
 ``rope_theta`` (1,000,000), and Gemma 3 4B and up scale the global layers' positions linearly
 (``rope_scaling: {rope_type: linear, factor: 8}``): ``rotary_base`` and ``rotary_scale`` as
@@ -22,7 +23,8 @@ from typing import Any
 from zoo.convert.common import layer_pattern
 from zoo.convert.decoder import QK_NORMS, SANDWICH_NORMS, Decoder
 from zoo.convert.family import layer_masks
-from zoo.convert.gemma2 import GEMMA_KNOBS, attention_scale, attention_scale_config, gemma_mask_config, gemma_masks, layer_kinds
+from zoo.convert.gemma2 import (GEMMA_IGNORES, GEMMA_KNOBS, GEMMA_READS, attention_scale,
+                                 attention_scale_config, gemma_mask_config, gemma_masks, layer_kinds)
 from zoo.convert.qwen2 import KINDS, LOCAL
 from zoo.nn.positions import layer_values
 
@@ -84,13 +86,18 @@ GEMMA3 = Decoder(model="gemma3", model_types=("gemma3_text",), hf_class="Gemma3F
                  config_class="Gemma3TextConfig", expected={"attention_bias": False},
                  norms=SANDWICH_NORMS | QK_NORMS, head_dim=256,
                  keys={"tie_word_embeddings": ("tie_embeddings", True),
-                       "attn_logit_softcapping": ("block.attn_softcap", None),
                        "final_logit_softcapping": ("head.softcap", None)},
+                 reads=GEMMA_READS | {"sliding_window_pattern", "rope_local_base_freq"},
+                 # Gemma3Attention keeps attn_logit_softcapping but never caps with it (transformers 5); the
+                 # config class recomputes _sliding_window_pattern (it reads sliding_window_pattern)
+                 ignores=GEMMA_IGNORES | {"attn_logit_softcapping", "_sliding_window_pattern"},
+                 default_activation="gelu_pytorch_tanh",
                  mask=lambda config: gemma_masks(config, config.get("sliding_window_pattern", PERIOD)),
                  mask_config=partial(gemma_mask_config, hf_class="Gemma3ForCausalLM"),
                  positions=gemma3_rotary, positions_config=gemma3_rotary_config,
                  own=attention_scale, own_config=attention_scale_config,
-                 activation_key="hidden_activation", knobs=GEMMA_KNOBS | {"block.qk_norm": "head"})
+                 activation_key="hidden_activation",
+                 knobs=GEMMA_KNOBS | {"block.qk_norm": "head", "block.attn_softcap": None})
 MODEL_TYPES = GEMMA3.model_types  # the config.json model_type values this converter reads
 FAMILY = GEMMA3.family()
 from_transformers = GEMMA3.from_transformers  # a zoo Gemma 3 (conf/model/gemma3.yaml) of a Gemma3ForCausalLM in memory

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, head_tied, init_net, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
 
 MODEL_TYPES = ("gpt2",)  # the config.json model_type values this converter reads
@@ -23,11 +24,20 @@ KEYS = {"n_layer": ("n_layers", REQUIRED), "n_positions": ("context", REQUIRED),
         "attn_pdrop": ("block.attn_dropout", 0.1), "embd_pdrop": ("embedder.dropout", 0.1)}
 
 
+# every GPT2Config key: the plain copies and the activation read; the scaling of the scores fixed;
+# the sequence-summary head of GPT2DoubleHeadsModel (no LM head reads it) ignored, and the fp32
+# upcast of the scores (the zoo computes them in fp32 already)
+CONFIG_KEYS = ConfigKeys(reads=frozenset(KEYS) | {"activation_function"},
+                         ignores=frozenset({"summary_type", "summary_use_proj", "summary_activation",
+                                            "summary_proj_to_labels", "summary_first_dropout",
+                                            "reorder_and_upcast_attn", "n_ctx"}),
+                         fixed={"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False})
+
+
 def gpt2_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=gpt`` the shape
     (and dropout) of a GPT-2 ``config.json``; refuses what the zoo Block does not express."""
-    refuse(config, "GPT-2 config", scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-           add_cross_attention=False)
+    check_keys(config, CONFIG_KEYS)
     act = config.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
         raise ValueError(f"GPT-2 activation_function={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
@@ -81,12 +91,19 @@ def gpt2_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     return out
 
 
+def tied(config: dict[str, Any], hf: dict[str, Tensor], folder: str | None = None) -> bool:
+    """Whether the head is the token embedding as transformers 5 loads ``hf`` (:func:`head_tied`)."""
+    embedding = hf.get("transformer.wte.weight", hf.get("wte.weight"))
+    return head_tied(config, embedding, hf.get("lm_head.weight"), KEYS["tie_word_embeddings"][1], folder)
+
+
 @torch.no_grad()
 def from_transformers(hf_model) -> nn.Module:
     """A zoo GPT (built from conf/model/gpt.yaml) holding ``hf_model``'s weights."""
-    cfg = hf_model.config.to_dict()
-    net = build_net("gpt", shape_overrides(gpt2_shape(cfg)), {"vocab_size": cfg["vocab_size"]})
-    load_mapped(net, gpt2_state_dict(hf_model.state_dict(), cfg["n_layer"]))
+    cfg, hf = hf_model.config.to_dict(), hf_model.state_dict()
+    shape = gpt2_shape(cfg) | {"tie_embeddings": tied(cfg, hf)}
+    net = build_net("gpt", shape_overrides(shape), {"vocab_size": cfg["vocab_size"]})
+    load_mapped(net, gpt2_state_dict(hf, cfg["n_layer"]))
     return net
 
 
@@ -94,7 +111,7 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     """``model.init_from`` hook: (``net_cfg`` reshaped to the GPT-2 folder at ``path``, the net
     holding its weights). The data's vocabulary must be the checkpoint's."""
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    shape = gpt2_shape(config)
+    shape = gpt2_shape(config) | {"tie_embeddings": tied(config, state, path)}
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
     return init_net(net_cfg, shape, gpt2_state_dict(state, shape["n_layers"]))
 

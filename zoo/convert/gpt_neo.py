@@ -16,25 +16,35 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, load_mapped, read_checkpoint_dir,
-                               shape_overrides)
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, layer_pattern, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.gpt2 import gpt2_layout
 from zoo.convert.family import Family, config_only, layer_masks, tokens
 
 MODEL_TYPES = ("gpt_neo",)  # the config.json model_type values this converter reads
 KINDS = ("global", "local")
+# every GPTNeoConfig key: those :func:`gpt_neo_shape` reads; ignored: the classifier heads' dropout
+CONFIG_KEYS = ConfigKeys(reads=frozenset({"vocab_size", "max_position_embeddings", "hidden_size", "num_layers",
+                                          "attention_types", "attention_layers", "num_heads", "intermediate_size", "window_size",
+                                          "activation_function", "resid_dropout", "embed_dropout", "attention_dropout",
+                                          "layer_norm_epsilon", "tie_word_embeddings"}),
+                         ignores=frozenset({"classifier_dropout"}))
 
 
 def attention_layers(config: dict[str, Any]) -> list[str]:
-    """Each layer's attention kind: ``attention_types`` ``[[kinds, repeat], ...]`` expanded as
+    """Each layer's attention kind: ``attention_layers`` where config.json has it (transformers 5 keeps
+    that value over its own expansion), else ``attention_types`` ``[[kinds, repeat], ...]`` expanded as
     ``GPTNeoConfig`` expands it (``[[["global", "local"], 2]]`` -> global, local, global, local)."""
-    return [kind for kinds, repeat in config["attention_types"] for _ in range(repeat) for kind in kinds]
+    return config.get("attention_layers") or [kind for kinds, repeat in config["attention_types"]
+                                              for _ in range(repeat) for kind in kinds]
 
 
 def gpt_neo_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=gpt_neo`` the shape,
     layer pattern and dropout of a GPT-Neo ``config.json`` (as a dict; every dependent key listed,
-    for a resolved config); what the zoo net does not express is refused, naming it."""
+    for a resolved config); what the zoo net does not express is refused, naming it. A local
+    window wider than the context cuts nothing there: those layers are causal (as transformers runs them)."""
+    check_keys(config, CONFIG_KEYS)
     if config.get("activation_function", "gelu_new") != "gelu_new":
         raise ValueError(f"activation_function={config['activation_function']!r} is not supported (gelu_new)")
     if not config.get("tie_word_embeddings", True):
@@ -43,9 +53,10 @@ def gpt_neo_shape(config: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"attention types {unknown} are not supported (global or local)")
-    masks = {"global": {"_target_": "zoo.nn.masks.CausalMask"},
-             "local": {"_target_": "zoo.nn.masks.LocalMask", "window": config["window_size"], "causal": True}}
     d, vocab, context = config["hidden_size"], config["vocab_size"], config["max_position_embeddings"]
+    causal, window = {"_target_": "zoo.nn.masks.CausalMask"}, config["window_size"]
+    masks = {"global": causal, "local": causal if window > context else {"_target_": "zoo.nn.masks.LocalMask",
+                                                                          "window": window, "causal": True}}
     return {
         "n_layers": config["num_layers"],
         "context": context,

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import (build_net, check_vocab, copied_from, init_net, load_mapped, read_checkpoint_dir,
-                               shape_overrides)
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, copied_from, init_net, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.decoder import rotary
 from zoo.convert.family import REQUIRED, Family, at, config_only, copies, plain
 from zoo.nn.positions import rotary_width
@@ -46,6 +46,11 @@ KEYS: dict[str, tuple[str, Any]] = {
     "tie_word_embeddings": ("tie_embeddings", False),
     "vocab_size": ("embedder.vocab_size", REQUIRED),
 }
+# every GPTNeoXConfig key: the plain copies, the activation and the rotary table (either spelling)
+# read; the classifier heads' dropout (no LM head reads it) ignored; is_decoder read by no layer
+CONFIG_KEYS = ConfigKeys(reads=frozenset(KEYS) | {"hidden_act", "rope_parameters", "rope_scaling", "rotary_pct",
+                                                 "rotary_emb_base", "partial_rotary_factor", "rope_theta"},
+                         ignores=frozenset({"classifier_dropout", "is_decoder"}))
 # zoo layer weight -> GPT-NeoX's (each with its bias where the checkpoint has one)
 LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn.out": "attention.dense",
          "ffn.fc_in": "mlp.dense_h_to_4h", "ffn.fc_out": "mlp.dense_4h_to_h"}
@@ -57,14 +62,22 @@ def gpt_neox_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=pythia`` the shape of a
     GPT-NeoX ``config.json`` (as a dict; every dependent key listed, for a resolved config); what the
     zoo net does not express is refused, naming it."""
+    check_keys(config, CONFIG_KEYS)
     config = ROTARY_DEFAULTS | dict(config)
     act = config.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise ValueError(f"GPT-NeoX hidden_act={act!r} is not supported: expected one of {sorted(ACTIVATIONS)}")
     out = copies(config, KEYS)
-    base, fraction = rotary(config, base_key="rotary_emb_base", fraction_key="rotary_pct")
+    base, fraction, scale = rotary(config, base_key="rotary_emb_base", fraction_key="rotary_pct")
+    if scale != 1:
+        raise ValueError(f"gpt_neox config: rope_parameters.rope_type='linear' (factor {scale}) is not implemented by "
+                         f"the zoo's GPT-NeoX; it rotates with the plain table (rope_type default)")
     d, heads, vocab = out["block.d_model"], out["block.n_heads"], out["embedder.vocab_size"]
-    rotary_width(d // heads, fraction)  # refuses a rotated part that is odd or empty, naming it
+    try:
+        rotary_width(d // heads, fraction)  # refuses a rotated part that is odd or empty
+    except ValueError as err:  # named with the config's keys, not the zoo's
+        raise ValueError(f"gpt_neox config: rotary_pct (partial_rotary_factor)={fraction} of a head of {d // heads} "
+                         f"(hidden_size={d} / num_attention_heads={heads}) is not implemented by the zoo: {err}") from None
     bias = bool(out["block.bias_q"])
     return out | {
         "rotary": True,

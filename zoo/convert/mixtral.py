@@ -20,6 +20,21 @@ from zoo.convert.family import layer_masks
 
 CAUSAL, LOCAL = "zoo.nn.masks.CausalMask", "zoo.nn.masks.LocalMask"
 MOE_KEYS = {"num_experts_per_tok": ("block.top_k", 2)}  # beside each family's count of experts
+# what the mixtures of experts read beside their plain copies (the one window), and ignore: the
+# router's training loss (its weight, whether the forward returns its logits)
+MOE_READS = frozenset({"sliding_window", "use_sliding_window"})
+MOE_IGNORES = frozenset({"output_router_logits", "router_aux_loss_coef"})
+
+
+def routed(config: dict[str, Any]) -> dict[str, Any]:
+    """Nothing of the shape: refuses, naming the config's keys, a layer routing each token to more
+    experts than it has (before the zoo's own check names its ``block.top_k``)."""
+    experts = config.get("num_local_experts", config.get("num_experts"))
+    top_k = config.get("num_experts_per_tok", 2)
+    if experts is not None and not 1 <= top_k <= experts:
+        raise ValueError(f"{config.get('model_type', 'this')} config: num_experts_per_tok={top_k} must be between 1 "
+                         f"and the number of experts ({experts}): each token is routed to that many of them")
+    return {}
 
 
 def one_window(config: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +54,8 @@ def window_config(net: dict[str, Any], hf_class: str, switch: bool = False) -> d
 
 
 MIXTRAL = Decoder(model="mixtral", model_types=("mixtral",), hf_class="MixtralForCausalLM",
-                  config_class="MixtralConfig", expected={"router_jitter_noise": 0.0},
+                  config_class="MixtralConfig", expected={"router_jitter_noise": 0.0}, own=routed,
+                  reads=MOE_READS, ignores=MOE_IGNORES,
                   keys={"num_local_experts": ("block.n_experts", 8)} | MOE_KEYS, knobs={"block.norm_topk": True},
                   mask=one_window, mask_config=partial(window_config, hf_class="MixtralForCausalLM"),
                   moe_module="block_sparse_moe", experts={"gate": "w1", "fc_in": "w3", "fc_out": "w2"})

@@ -37,7 +37,9 @@ def window_config(net: dict[str, Any]) -> dict[str, Any]:
 
 
 PHI3 = Decoder(model="phi3", model_types=("phi3",), hf_class="Phi3ForCausalLM", config_class="Phi3Config",
-               expected={"attention_bias": False}, mask=window_of, mask_config=window_config, fused=FUSED)
+               expected={"attention_bias": False}, mask=window_of, reads=frozenset({"sliding_window"}),
+               # the embedding's and residuals' dropouts (off in eval); the pretraining length only longrope reads
+               ignores=frozenset({"embd_pdrop", "resid_pdrop", "original_max_position_embeddings"}), mask_config=window_config, fused=FUSED)
 MODEL_TYPES = PHI3.model_types  # the config.json model_type values this converter reads
 FAMILY = PHI3.family()
 from_transformers = PHI3.from_transformers  # a zoo Phi-3 (conf/model/phi3.yaml) of a Phi3ForCausalLM in memory

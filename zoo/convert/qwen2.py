@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.convert.common import layer_pattern
-from zoo.convert.decoder import Decoder
+from zoo.convert.decoder import CAUSAL, LOCAL, Decoder
 from zoo.convert.family import layer_masks
 
-CAUSAL, LOCAL = "zoo.nn.masks.CausalMask", "zoo.nn.masks.LocalMask"
+WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})  # what :func:`masks_of` reads
 KINDS = {CAUSAL: "full_attention", LOCAL: "sliding_attention"}  # zoo mask class -> Qwen2's layer type
 
 
@@ -58,7 +58,7 @@ def sliding_config(net: dict[str, Any], hf_class: str = "Qwen2ForCausalLM") -> d
 
 
 QWEN2 = Decoder(model="qwen2", model_types=("qwen2",), hf_class="Qwen2ForCausalLM", config_class="Qwen2Config",
-                biases=("q", "k", "v"), mask=masks_of, mask_config=sliding_config)
+                biases=("q", "k", "v"), mask=masks_of, mask_config=sliding_config, reads=WINDOW_KEYS)
 MODEL_TYPES = QWEN2.model_types  # the config.json model_type values this converter reads
 FAMILY = QWEN2.family()
 from_transformers = QWEN2.from_transformers  # a zoo Qwen2 (conf/model/qwen2.yaml) of a Qwen2ForCausalLM in memory

@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import partial
 
 from zoo.convert.decoder import PRE_NORMS, QK_NORMS, Decoder
-from zoo.convert.mixtral import MOE_KEYS, one_window, window_config
+from zoo.convert.mixtral import MOE_IGNORES, MOE_KEYS, MOE_READS, one_window, routed, window_config
 
 QWEN3_MOE = Decoder(
     model="qwen3_moe", model_types=("qwen3_moe",), hf_class="Qwen3MoeForCausalLM", config_class="Qwen3MoeConfig",
@@ -22,6 +22,8 @@ QWEN3_MOE = Decoder(
     head_dim=0, keys={"num_experts": ("block.n_experts", 128), "moe_intermediate_size": ("block.d_ff", 768),
                       "norm_topk_prob": ("block.norm_topk", False)} | MOE_KEYS,
     aliases={"num_experts": "num_local_experts"},  # transformers' own spelling, in what save_pretrained writes
+    own=routed, reads=MOE_READS,
+    ignores=MOE_IGNORES | {"max_window_layers"},  # Qwen3MoeConfig's, read by no layer (one window in each)
     mask=one_window, mask_config=partial(window_config, hf_class="Qwen3MoeForCausalLM", switch=True))
 MODEL_TYPES = QWEN3_MOE.model_types  # the config.json model_type values this converter reads
 FAMILY = QWEN3_MOE.family()

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from zoo.convert import bert
 from zoo.convert.bert import BERT, Layout, encoder_state_dict, load_mlm
-from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import build_net, check_keys, check_vocab, init_net, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import Family, plain
 
 MODEL_TYPES = ("roberta", "xlm-roberta")  # the config.json model_type values this converter reads
@@ -35,14 +35,16 @@ ROBERTA = Layout(prefix="roberta.", embedder=BERT.embedder, layer=BERT.layer, bl
 
 
 def roberta_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
-    """:func:`~zoo.convert.bert.bert_shape` with RoBERTa's positions (the table's first
-    ``pad_token_id + 1`` rows are no position) and its head's fixed GELU."""
+    """:func:`~zoo.convert.bert.encoder_shape` with RoBERTa's positions (the table's first
+    ``pad_token_id + 1`` rows are no position) and its head's fixed GELU; a key the converter does
+    not implement is refused by name (BERT's :data:`~zoo.convert.bert.CONFIG_KEYS`, the padding id read)."""
+    check_keys(hf_config, bert.CONFIG_KEYS)
     pad = hf_config.get("pad_token_id", 1)
     table = hf_config["max_position_embeddings"]
     if pad is None or not 0 <= pad < table - 1:
         raise ValueError(f"pad_token_id={pad!r}: RoBERTa's positions start after the padding row, which must "
                          f"be one of the {table} rows of max_position_embeddings")
-    return bert.bert_shape(hf_config) | {
+    return bert.encoder_shape(hf_config) | {
         "context": table - pad - 1, "embedder.max_len": table,
         "embedder.position_offset": pad + 1, "embedder.position_pad_id": pad, "head.activation": "gelu"}
 

@@ -37,6 +37,7 @@ def swin_shape(config: dict[str, Any]) -> dict[str, Any]:
     if d_ff != int(d_ff):
         raise ValueError(f"mlp_ratio={config.get('mlp_ratio')} of embed_dim={d} is not a whole feed-forward width")
     bias, dropout = config.get("qkv_bias", True), config.get("hidden_dropout_prob", 0.0)
+    check_windows(config["image_size"], config["patch_size"], config["window_size"], len(depths))
     return {
         "depths": depths, "heads": heads, "window": config["window_size"], "final_norm": True,
         "block.d_model": d, "block.n_heads": heads[0], "block.d_ff": int(d_ff),
@@ -48,6 +49,21 @@ def swin_shape(config: dict[str, Any]) -> dict[str, Any]:
         "embedder.norm_eps": EMBEDDINGS_EPS,
         "head.num_classes": len(config.get("id2label") or {0: 0, 1: 1}),  # transformers' default: 2 labels
     }
+
+
+def check_windows(image_size: int | list[int], patch_size: int | list[int], window: int, stages: int) -> None:
+    """Refuse a ``window_size`` larger than a stage's patch grid (the image's patches, halved by each
+    patch merging, an odd side padded): the stage would use one window of the grid's side, which
+    the relative position table of ``window_size`` does not fit (transformers fails on it too)."""
+    side = min(image_size if isinstance(image_size, list) else [image_size])
+    patch = max(patch_size if isinstance(patch_size, list) else [patch_size])
+    grid = side // patch
+    for stage in range(stages):
+        if grid < window:
+            raise ValueError(f"swin config: window_size={window} is larger than stage {stage + 1}'s grid of {grid} x "
+                             f"{grid} patches (image_size={image_size} / patch_size={patch_size}, halved {stage} times): "
+                             f"its relative position table does not fit that grid; use a window_size <= {grid}")
+        grid = -(-grid // 2)
 
 
 def swin_state_dict(hf: dict[str, Tensor], depths: list[int]) -> dict[str, Tensor]:

@@ -15,7 +15,8 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, init_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, init_net, leave_out, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import Family, config_only, image, image_processor
 
 MODEL_TYPES = ("vit",)  # the config.json model_type values the Hugging Face reader takes
@@ -107,6 +108,21 @@ def vit_shape(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# every ViTConfig key ViT's converter reads (:func:`vit_shape`) or ignores: the masked-image
+# modelling decoder's stride and the pooler (ViTForImageClassification builds neither)
+CONFIG_KEYS = ConfigKeys(reads=frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                                          "hidden_act", "layer_norm_eps", "qkv_bias", "hidden_dropout_prob",
+                                          "attention_probs_dropout_prob", "image_size", "patch_size", "num_channels"}),
+                         ignores=frozenset({"encoder_stride", "pooler_output_size", "pooler_act"}))
+
+
+def checked_vit_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`vit_shape` of a ``ViTConfig`` (shared with the ViT-shaped families) after refusing,
+    by name, a key ViT's converter does not implement (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
+    return vit_shape(config)
+
+
 def hf_vit_state_dict(hf: dict[str, Tensor], n_layers: int, prefix: str = "vit.",
                       heads: tuple[tuple[str, str], ...] = (("head.proj", "classifier"),),
                       norms: tuple[str, str] = ("layernorm_before", "layernorm_after")) -> dict[str, Tensor]:
@@ -136,7 +152,7 @@ def from_transformers(hf_model) -> nn.Module:
     """A zoo ViT (built from conf/model/vit.yaml) holding a ``ViTForImageClassification``'s weights."""
     cfg = hf_model.config
     dims = {"num_classes": cfg.num_labels, "image_size": cfg.image_size, "channels": cfg.num_channels}
-    net = build_net("vit", shape_overrides(vit_shape(cfg.to_dict())), dims)
+    net = build_net("vit", shape_overrides(checked_vit_shape(cfg.to_dict())), dims)
     load_mapped(net, hf_vit_state_dict(hf_model.state_dict(), cfg.num_hidden_layers))
     return net
 
@@ -179,7 +195,7 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
                                      timm_vit_state_dict(model.state_dict(), len(model.blocks)),
                                      ("embedder.image_size", "embedder.channels"))
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
-    shape = vit_shape(config)
+    shape = checked_vit_shape(config)
     return classifier_pretrained(net_cfg, path, shape, hf_vit_state_dict(rename_parts(state, FILE_NAMES), shape["n_layers"]),
                                  ("embedder.image_size", "embedder.channels"))
 
@@ -374,5 +390,5 @@ def image_processors(net: dict[str, Any], hparams: dict[str, Any]) -> dict[str, 
 FAMILY = Family(
     hf_class="ViTForImageClassification", config_class="ViTConfig",
     keys=KEYS | {"qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size"},
-    activations=HF_ACTIVATIONS, activation_key="hidden_act", shape=config_only(vit_shape),
+    activations=HF_ACTIVATIONS, activation_key="hidden_act", shape=config_only(checked_vit_shape),
     state_dict=lambda sd, net: hf_vit_state_dict(sd, net["n_layers"]), example=image, processors=image_processors)

@@ -6,7 +6,8 @@ layer check counts them too (a type-only import still says which layer knows whi
 The layers, lowest first (:data:`LAYERS`), as the code is:
 
 - the floor: what reads and writes files and the terminal, importing nothing of the zoo above it:
-  the config folder (``zoo.config``), what a file may name (``zoo.registry``), the one checkpoint
+  the config folder (``zoo.config``), files written whole (``zoo.files``) and caches checked by their
+  content (``zoo.data.cache``), what a file may name (``zoo.registry``), the one checkpoint
   reader (``zoo.checkpoint``), paths an untrusted file names (``zoo.convert.paths``), the tokenizers
   whose state a checkpoint holds (``zoo.data.tokenizers``: the reader rebuilds them to check them),
   progress on a terminal (``zoo.terminal``) and the pictures a run leaves (``zoo.plots``);

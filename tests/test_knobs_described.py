@@ -14,12 +14,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from zoo.models.arguments import ARGUMENTS, NET
-from zoo.models.axes import AXES, axis_of
-from zoo.nn.attention import MultiHeadAttention
-from zoo.nn.block import Block, BlockConfig
-from zoo.nn.knobs import BLOCK_ARGUMENTS, KNOBS, PARTS, Knob, knob_table, knob_words, section
-from zoo.train.compat import configs
+
+sys.path.insert(0, str(ROOT / "tools"))
+import design_tables  # noqa: E402
+from zoo.models.arguments import ARGUMENTS, NET  # noqa: E402
+from zoo.models.axes import AXES, axis_of  # noqa: E402
+from zoo.nn.attention import MultiHeadAttention  # noqa: E402
+from zoo.nn.block import Block, BlockConfig  # noqa: E402
+from zoo.nn.knobs import BLOCK_ARGUMENTS, KNOBS, PARTS, Knob, knob_words  # noqa: E402
+from zoo.train.compat import configs  # noqa: E402
 
 
 def undescribed(config: type, knobs: dict[str, Knob]) -> list[str]:
@@ -59,13 +62,13 @@ def test_the_block_arguments_are_described():
     assert [p for p in inspect.signature(Block).parameters if p != "cfg"] == list(BLOCK_ARGUMENTS)
 
 
-def test_design_md_holds_the_generated_knob_table():
-    found = section((ROOT / "docs" / "design.md").read_text())
-    assert found, "docs/design.md has no <!-- knob-table --> section"
-    assert found.group(1).strip() == knob_table(), \
-        "docs/design.md's knob table is stale: python -m zoo.nn.knobs --write"
-    for name in [*KNOBS, *BLOCK_ARGUMENTS]:
-        assert f"`{name}`" in found.group(1), name
+def test_design_md_holds_the_generated_tables():
+    """The knob table and the container arguments' table are the data's (tools/design_tables.py)."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    assert not design_tables.stale(text), "docs/design.md's tables are stale: python tools/design_tables.py --write"
+    knobs = design_tables.section(text, "knob-table").group(1)
+    assert all(f"`{name}`" in knobs for name in [*KNOBS, *BLOCK_ARGUMENTS])
+    assert design_tables.stale(text.replace("`layer_scale`", "`layer_gain`")) == ["knob-table"]
 
 
 def test_knob_words_show_every_knob_away_from_its_default():

@@ -8,6 +8,7 @@ embedder, mask and head over the same Block.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -119,9 +120,8 @@ def card(model: str) -> str:
     default (its size too), each with its value and its part of the Block (:mod:`zoo.nn.knobs`)."""
     row = describe(model)
     block = block_config(build(model)[0])
-    defaults = BlockConfig.__dataclass_fields__
-    turned = [(name, getattr(block, name), knob) for name, knob in KNOBS.items()
-              if getattr(block, name) != defaults[name].default]
+    defaults = {f.name: f.default for f in fields(BlockConfig)}
+    turned = [(name, getattr(block, name), knob) for name, knob in KNOBS.items() if getattr(block, name) != defaults[name]]
     width = max(map(len, row))
     lines = [f"{key:<{width}}  {value}" for key, value in row.items()]
     lines.append("\nBlock knobs set away from their defaults (zoo.nn.knobs; docs/design.md's knob table):")

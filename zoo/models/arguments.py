@@ -2,7 +2,8 @@
 saying what it sets. The containers (``Model``, ``EncoderDecoder``, ``Staged``, ``TwoTower``) are
 built from a ``model.net`` config whose top-level keys are these arguments, so the axes a config's
 keys belong to come from here, and a test fails on a container argument without an entry (or on an
-entry no container takes). Nothing here imports torch: ``zoo diff`` reads it before any model loads.
+entry no container takes); docs/design.md's table of them is :func:`argument_table`. Nothing here
+imports torch: ``zoo diff`` reads it before any model loads.
 """
 
 from __future__ import annotations
@@ -63,3 +64,9 @@ ARGUMENTS: dict[str, Argument] = {
     # a second tower side by side
     "vision": Argument(NET, "a two-tower model's vision tower, a Model config of its own"),
 }
+
+
+def argument_table() -> str:
+    """docs/design.md's table of the container arguments, by axis, from :data:`ARGUMENTS`."""
+    rows = [f"| `{name}` | {a.axis} | {a.about} |" for name, a in ARGUMENTS.items()]
+    return "\n".join(["| argument | axis | what it sets |", "|---|---|---|", *rows])

@@ -4,15 +4,12 @@ Every field of :class:`zoo.nn.block.BlockConfig` has a :class:`Knob` here (a tes
 without one), and so do the two arguments a stack hands a :class:`~zoo.nn.block.Block` itself. From
 these entries come ``python -m zoo describe``'s Block column (every knob a preset sets away from its
 default, in its words) and docs/design.md's knob table (:func:`knob_table`; a test fails when the page
-differs, and ``python -m zoo.nn.knobs --write`` rewrites it). Nothing here imports torch.
+differs, and ``python tools/design_tables.py --write`` rewrites it). Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 PARTS = ("norm", "attention", "feed-forward", "regularisation", "shape")  # a knob's part of the Block
@@ -106,10 +103,6 @@ BLOCK_ARGUMENTS: dict[str, Knob] = {
                       "ends in a norm (the container's `first_attn_norm`)"),
 }
 
-MARKER = "knob-table"  # docs/design.md holds the table between <!-- knob-table --> and <!-- /knob-table -->
-DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
-
-
 def knob_words(config: Any, parts: tuple[str, ...] = PARTS) -> list[str]:
     """describe's words for a Block config (a ``BlockConfig``): each knob of ``parts`` whose value is
     away from its default (``defaults``: the field defaults, read from the config's class), and the
@@ -134,29 +127,3 @@ def knob_table() -> str:
     """docs/design.md's table of the Block's knobs, from :data:`KNOBS` and :data:`BLOCK_ARGUMENTS`."""
     return "\n".join(["| knob | part | values | why it exists |", "|---|---|---|---|", *_rows(KNOBS),
                       *_rows(BLOCK_ARGUMENTS, " (a `Block` argument, not a preset knob)")])
-
-
-def section(text: str, marker: str = MARKER) -> re.Match | None:
-    """The generated part of a page: the text between ``<!-- marker -->`` and ``<!-- /marker -->``."""
-    return re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", text, re.S)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m zoo.nn.knobs [--write]``: print the knob table, or write it into docs/design.md."""
-    parser = argparse.ArgumentParser(description="docs/design.md's table of the Block's knobs")
-    parser.add_argument("--write", action="store_true", help=f"replace the table between the {MARKER} markers")
-    args = parser.parse_args(argv)
-    if not args.write:
-        print(knob_table())
-        return 0
-    text = DESIGN.read_text()
-    found = section(text)
-    if found is None:
-        raise SystemExit(f"{DESIGN} has no <!-- {MARKER} --> ... <!-- /{MARKER} --> section to write the table into")
-    DESIGN.write_text(text[:found.start(1)] + knob_table() + text[found.end(1):])
-    print(f"wrote the knob table into {DESIGN}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -106,8 +106,9 @@ def tower_input(tower: Tower, name: str, pad: str | None, length: int, gen: torc
         return plain, {pad: padding(length)}
     if isinstance(emb, TubeletEmbedder):
         return {name: torch.randn(BATCH, *emb.shape, generator=gen)}, {}
-    if isinstance(emb, PatchEmbedder):  # DetectionEmbedder too
-        return {name: torch.randn(BATCH, emb.patchify.in_channels, emb.image_size, emb.image_size, generator=gen)}, {}
+    if isinstance(emb, PatchEmbedder):  # DetectionEmbedder too: at its size, or the data's where it resamples
+        size = IMAGE if emb.interpolate else emb.image_size  # its positions to another grid (DINOv2-S: 224 px)
+        return {name: torch.randn(BATCH, emb.patchify.in_channels, size, size, generator=gen)}, {}
     raise TypeError(f"no fingerprint input for {type(emb).__name__}")
 
 

@@ -148,7 +148,8 @@ def _arguments(container: type) -> set[str]:
     for cls in container.__mro__:
         if "__init__" in vars(cls) and cls.__module__.startswith("zoo."):
             parameters = inspect.signature(cls.__init__).parameters.values()
-            names |= {p.name for p in parameters if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+            names |= {p.name for p in parameters
+                      if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
             if not any(p.kind == p.VAR_KEYWORD for p in parameters):
                 break
     return names
@@ -158,7 +159,8 @@ def test_every_container_argument_has_an_axis():
     containers = _containers()
     assert {c.__name__ for c in containers} >= {"Model", "EncoderDecoder", "Staged", "TwoTower"}
     taken = set().union(*(_arguments(c) for c in containers))
-    assert not taken - set(ARGUMENTS), f"container arguments with no entry in zoo/models/arguments.py: {taken - set(ARGUMENTS)}"
+    assert not taken - set(ARGUMENTS), f"container arguments without an entry in zoo/models/arguments.py: " \
+                                       f"{taken - set(ARGUMENTS)}"
     assert not set(ARGUMENTS) - taken, f"entries no container takes: {set(ARGUMENTS) - taken}"
     assert all(a.axis in (*AXES, NET) and a.about for a in ARGUMENTS.values())
 

@@ -121,7 +121,8 @@ def card(model: str) -> str:
     row = describe(model)
     block = block_config(build(model)[0])
     defaults = {f.name: f.default for f in fields(BlockConfig)}
-    turned = [(name, getattr(block, name), knob) for name, knob in KNOBS.items() if getattr(block, name) != defaults[name]]
+    turned = [(name, getattr(block, name), knob) for name, knob in KNOBS.items()
+              if getattr(block, name) != defaults[name]]
     width = max(map(len, row))
     lines = [f"{key:<{width}}  {value}" for key, value in row.items()]
     lines.append("\nBlock knobs set away from their defaults (zoo.nn.knobs; docs/design.md's knob table):")

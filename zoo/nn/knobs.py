@@ -54,7 +54,8 @@ KNOBS: dict[str, Knob] = {
                         "a learned per-channel gain on each sublayer's output before the residual add, started at "
                         "`init` (CaiT, DINOv2, BEiT): `zoo/nn/layer_scale.py` wraps the output module "
                         "(`attn_out_norm.gamma`, `ffn_out_norm.gamma`)"),
-    "n_kv_heads": Knob("attention", "{} kv heads", "= heads, or fewer", "grouped-query attention (Llama-style decoders)"),
+    "n_kv_heads": Knob("attention", "{} kv heads", "= heads, or fewer",
+                       "grouped-query attention (Llama-style decoders)"),
     "qk_norm": Knob("attention", "qk-norm ({})", "none / `head` / `all`",
                     "a norm (of the Block's `norm`) on queries and keys before rotary: over each head (Qwen3, "
                     "Gemma 3) or over the whole projection (OLMo 2)"),
@@ -75,7 +76,8 @@ KNOBS: dict[str, Knob] = {
     "parallel": Knob("feed-forward", "parallel", "off / on",
                      "the feed-forward reads the Block's input beside attention, `x + attn(ln1 x) + ffn(ln2 x)`: "
                      "GPT-NeoX's `use_parallel_residual` (Pythia)"),
-    "n_experts": Knob("feed-forward", "{} experts", "0 (dense) / E experts, k per token; top-k weights renormalised or not",
+    "n_experts": Knob("feed-forward", "{} experts",
+                      "0 (dense) / E experts, k per token; top-k weights renormalised or not",
                       "a mixture-of-experts feed-forward (`zoo/nn/moe.py`: router, float32 softmax, top-k, experts each "
                       "the dense `FeedForward`), built by `feed_forward(cfg)`: Mixtral (8, top-2, renormalised), "
                       "Qwen3-MoE (128, top-8, `norm_topk_prob`); the load-balancing loss is the objective's "

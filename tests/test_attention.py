@@ -53,7 +53,7 @@ def test_worked_example_through_multi_head_attention():
     projections give Q, K and V for the inputs e_1, e_2 (each weight's columns are the rows of
     Q, K, V; V padded with a zero column), no bias, and an identity output projection."""
     e = worked_example_expected()
-    mha = MultiHeadAttention(3, n_heads=1, bias_q=False, bias_k=False, bias_v=False, bias_out=False).double()
+    mha = MultiHeadAttention(d_model=3, n_heads=1, bias_q=False, bias_k=False, bias_v=False, bias_out=False).double()
     with torch.no_grad():
         for proj, rows in ((mha.q, Q), (mha.k, K), (mha.v, [r + [0.0] for r in V])):
             proj.weight.zero_()
@@ -102,11 +102,11 @@ def test_inspection_path_equals_sdpa_path():
 
 def test_grouped_query_attention_equals_repeated_heads():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, n_heads=4, n_kv_heads=2)
+    mha = MultiHeadAttention(d_model=16, n_heads=4, n_kv_heads=2)
     x = torch.randn(2, 5, 16)
     out = mha(x)
     # the same attention with each kv head written out twice as full multi-head attention
-    full = MultiHeadAttention(16, n_heads=4)
+    full = MultiHeadAttention(d_model=16, n_heads=4)
     full.q.load_state_dict(mha.q.state_dict())
     full.out.load_state_dict(mha.out.state_dict())
     for name in ("k", "v"):
@@ -138,7 +138,7 @@ def test_masks():
 def test_parameter_counts_of_the_paper_base_model():
     """d_model 512, d_ff 2048, 8 heads: FFN 2,099,712 and multi-head attention 1,050,624 parameters."""
     ffn = FeedForward(512, 2048)
-    mha = MultiHeadAttention(512, 8)
+    mha = MultiHeadAttention(d_model=512, n_heads=8)
     assert sum(p.numel() for p in ffn.parameters()) == 2_099_712
     assert sum(p.numel() for p in mha.parameters()) == 1_050_624
 

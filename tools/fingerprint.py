@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -35,13 +36,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's zoo, not an i
 
 from exactness import randomise  # noqa: E402
 from zoo.config import compose_config  # noqa: E402
-from zoo.models.encoder_decoder import EncoderDecoder  # noqa: E402
-from zoo.models.staged import Staged  # noqa: E402
-from zoo.models.two_tower import TwoTower  # noqa: E402
 from zoo.nn.audio_conv import WaveEmbedder  # noqa: E402
 from zoo.nn.attention import MultiHeadAttention  # noqa: E402
 from zoo.nn.embedders import AudioEmbedder, PatchEmbedder, TokenEmbedder, TubeletEmbedder  # noqa: E402
 from zoo.nn.multimodal import MultimodalEmbedder  # noqa: E402
+from zoo.nn.tower import Tower, outer_towers  # noqa: E402
 
 VOCAB, IMAGE, FRAMES, BATCH = 64, 16, 4, 2
 DIMS = {"vocab_size": VOCAB, "mask_id": 3, "special_ids": [0, 1, 2, 3], "eos_id": 1, "bos_id": 2, "pad_id": 0,
@@ -78,50 +77,62 @@ def padding(length: int) -> Tensor:
     return real
 
 
-def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict | None]:
-    """(the forward's keyword arguments without padding, with padding or None when not taken)."""
-    if isinstance(net, EncoderDecoder):
-        emb = net.encoder.embedder
-        target = tokens(gen, 12)
-        if isinstance(emb, AudioEmbedder):
-            source = torch.randn(BATCH, emb.conv1.in_channels, 40, generator=gen)
-            plain = {"source": source, "target": target}
-            return plain, plain | {"target_padding": padding(12)}
-        source = tokens(gen, 20)
-        plain = {"source": source, "target": target}
-        return plain, plain | {"source_padding": padding(20), "target_padding": padding(12)}
-    if isinstance(net, TwoTower):
-        ids = tokens(gen, 9)
-        ids[:, -1] = net.eos_id if net.eos_id is not None else ids.max()
-        size = net.vision.embedder.image_size
-        plain = {"tokens": ids, "images": torch.randn(BATCH, 3, size, size, generator=gen)}
-        return plain, plain | {"key_padding": padding(9)}
-    if isinstance(net, Staged):
-        size = net.stages[0].embedder.image_size
-        return {"inputs": torch.randn(BATCH, 3, size, size, generator=gen)}, None
-    emb = net.embedder
+# The token lengths of the forward's named inputs (any other: the model's own, LENGTH or 48, cut to
+# its context): an encoder-decoder's source and target, a two-tower model's texts.
+INPUT_LENGTH = {"source": 20, "target": 12, "tokens": 9}
+
+
+def tower_input(tower: Tower, name: str, pad: str | None, length: int, gen: torch.Generator) -> tuple[dict, dict]:
+    """(what the tower reads under the forward's input ``name``, the padding the padded batch adds
+    under ``pad``, {} when this input has none), made from the tower's embedder."""
+    emb = tower.embedder
+    if isinstance(emb, AudioEmbedder):
+        return {name: torch.randn(BATCH, emb.conv1.in_channels, 40, generator=gen)}, {}
     if isinstance(emb, WaveEmbedder):  # 0.2 s at 16 kHz; the padded batch's second wave ends in padding
-        plain, real = {"inputs": torch.randn(BATCH, 3200, generator=gen)}, torch.ones(BATCH, 3200, dtype=torch.bool)
+        real = torch.ones(BATCH, 3200, dtype=torch.bool)
+        plain = {name: torch.randn(BATCH, 3200, generator=gen)}
         real[1, 2400:] = False
         valid = emb.output_padding(real)
-        return plain, plain | {"key_padding": valid, "padding": valid}
+        return plain, {pad: valid, "padding": valid}
     if isinstance(emb, MultimodalEmbedder):
         n = emb.n_image_tokens
         ids = torch.cat([tokens(gen, 3), torch.full((BATCH, n), emb.image_token_id), tokens(gen, 9)], 1)
-        plain = {"inputs": ids, "images": torch.randn(BATCH, 3, emb.vision.image_size, emb.vision.image_size,
-                                                      generator=gen)}
-        return plain, plain | {"key_padding": padding(ids.shape[1])}
+        size = emb.vision.image_size
+        return {name: ids, "images": torch.randn(BATCH, 3, size, size, generator=gen)}, {pad: padding(ids.shape[1])}
     if isinstance(emb, TokenEmbedder):
-        length = min(LENGTH.get(model, 48), net.context)
-        plain = {"inputs": tokens(gen, length)}
+        plain = {name: tokens(gen, length)}
         if emb.segments is not None:
             plain["segments"] = torch.randint(0, emb.segments.num_embeddings, (BATCH, length), generator=gen)
-        return plain, plain | {"key_padding": padding(length)}
+        return plain, {pad: padding(length)}
     if isinstance(emb, TubeletEmbedder):
-        return {"inputs": torch.randn(BATCH, *emb.shape, generator=gen)}, None
-    if isinstance(emb, PatchEmbedder):  # DetectionEmbedder too
-        return {"inputs": torch.randn(BATCH, emb.patchify.in_channels, IMAGE, IMAGE, generator=gen)}, None
-    raise TypeError(f"{model}: no fingerprint batch for {type(emb).__name__}")
+        return {name: torch.randn(BATCH, *emb.shape, generator=gen)}, {}
+    if isinstance(emb, PatchEmbedder):  # DetectionEmbedder too: at its size, or the data's where it resamples
+        size = IMAGE if emb.interpolate else emb.image_size  # its positions to another grid (DINOv2-S: 224 px)
+        return {name: torch.randn(BATCH, emb.patchify.in_channels, size, size, generator=gen)}, {}
+    raise TypeError(f"no fingerprint input for {type(emb).__name__}")
+
+
+def batch(net: nn.Module, model: str, gen: torch.Generator) -> tuple[dict, dict | None]:
+    """(the forward's keyword arguments without padding, with padding or None when not taken): one
+    input per tower that reads the net's input (``outer_towers``), named as the forward's parameters
+    name them in order; its padding under ``<input>_padding``, or the first input's under
+    ``key_padding``. A target is drawn before its source (the order of the recorded numbers), and a net
+    that pools its texts at an end-of-text id (``eos_id``) reads texts ending in it."""
+    towers = list(outer_towers(net).values())
+    parameters = list(inspect.signature(net.forward).parameters)
+    names = parameters[:len(towers)]
+    plain: dict = {}
+    pads: dict = {}
+    for i in sorted(range(len(towers)), key=lambda i: names[i] != "target"):
+        name = names[i]
+        pad = f"{name}_padding" if f"{name}_padding" in parameters else "key_padding" if i == 0 else None
+        length = INPUT_LENGTH.get(name) or min(LENGTH.get(model, 48), net.context)
+        given, padded = tower_input(towers[i], name, pad, length, gen)
+        if hasattr(net, "eos_id") and isinstance(towers[i].embedder, TokenEmbedder):
+            given[name][:, -1] = net.eos_id if net.eos_id is not None else given[name].max()
+        plain |= given
+        pads |= padded
+    return plain, (plain | pads if pads else None)
 
 
 def tensors(out) -> list[Tensor]:
@@ -139,18 +150,21 @@ def digest(t: Tensor) -> str:
     return hashlib.sha256(t.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
 
 
-def features(net: nn.Module, kwargs: dict, layer: int | None) -> Tensor:
-    if isinstance(net, EncoderDecoder):
-        return net.features(kwargs["source"], kwargs.get("source_padding"), kwargs["target"],
-                            kwargs.get("target_padding"), layer=layer)
-    kw = dict(kwargs)
-    return net.features(kw.pop("inputs"), kw.pop("key_padding", None), layer=layer, **kw)
+def features(net: nn.Module, kwargs: dict) -> dict[str, Tensor]:
+    """The hidden states at the last layer, after layer 1 and at layer -2 of a net whose ``features``
+    takes the forward's inputs at any layer; {} for a net that gives them at no layer or not at each
+    (two towers side by side: the text tower's alone; a staged hierarchy: its last state only)."""
+    try:
+        return {f"features/{layer}": net.features(**kwargs, layer=layer).clone() for layer in (None, 1, -2)}
+    except (TypeError, ValueError):
+        return {}
 
 
 def decode_cached(net: nn.Module, kwargs: dict) -> Tensor:
-    """Logits of a prefix, then of three positions one at a time, under a KV cache."""
+    """Logits of a prefix, then of three positions one at a time, under a KV cache: the decoder tower
+    reads the target (its memory encoded once, where it cross-attends) or the net's own inputs."""
     cache = net.new_cache()
-    if isinstance(net, EncoderDecoder):
+    if outer_towers(net)["decoder"].cross_attention:
         memory = net.encode(kwargs["source"], kwargs.get("source_padding"))
         target = kwargs["target"]
         steps = [target[:, : -3]] + [target[:, i : i + 1] for i in range(target.shape[1] - 3, target.shape[1])]
@@ -161,9 +175,9 @@ def decode_cached(net: nn.Module, kwargs: dict) -> Tensor:
 
 
 def is_decoder(net: nn.Module) -> bool:
-    if isinstance(net, EncoderDecoder):
-        return True
-    return getattr(net, "name", None) == "decoder" and type(net.embedder) is TokenEmbedder
+    """Whether the net decodes tokens: a tower named ``decoder`` reads its input through a plain token embedder."""
+    decoder = outer_towers(net).get("decoder")
+    return decoder is not None and type(decoder.embedder) is TokenEmbedder
 
 
 def fingerprint(model: str, overrides: list[str], inference_only: bool = False) -> dict:
@@ -180,8 +194,7 @@ def fingerprint(model: str, overrides: list[str], inference_only: bool = False) 
             for i, t in enumerate(tensors(net(**kwargs))):
                 found[f"forward/{name}/{i}"] = t.clone()
         kwargs = padded or plain
-        for layer in (None, 1, -2) if not isinstance(net, (TwoTower, Staged)) else ():  # no layer features
-            found[f"features/{layer}"] = features(net, kwargs, layer).clone()
+        found |= features(net, kwargs)
         if is_decoder(net):
             found["cached"] = decode_cached(net, plain)
         attentions = [m for m in net.modules() if isinstance(m, MultiHeadAttention)]

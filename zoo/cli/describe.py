@@ -2,17 +2,21 @@
 embedder, mask and head over the same Block.
 
     python -m zoo describe              # the Markdown table in the README
+    python -m zoo describe model=beit   # one preset: its row, and every Block knob it sets
     python -m zoo describe masks=DIR    # and PNGs of each family's attention masks
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from zoo.models.presets import DIMS, build, model_names
+from zoo.nn.block import BlockConfig
+from zoo.nn.knobs import KNOBS, PARTS, knob_words
 from zoo.nn.tower import outer_towers
 from zoo.train.compat import model_data_table
 from zoo.viz.mask_pictures import write_mask_pictures
@@ -44,27 +48,15 @@ def _pattern(tower) -> str:
     return f"[{', '.join(_name(m) for m in masks[:period])}] x {repeats}" + (f" + {rest}" if rest else "")
 
 
-NORM_NAMES = {"layernorm": "LN", "rmsnorm": "RMSNorm", "rmsnorm_1p": "RMSNorm(1+w)"}
+# The Block column: every knob a preset turns, in its own words (zoo.nn.knobs); the Block's size is
+# the parameter count's column.
+KIND_PARTS = tuple(part for part in PARTS if part != "shape")
 
 
-def _block_preset(cfg) -> str:
-    """Where the Block's norms sit and which (pre / post / output: on the sublayer's output, or both),
-    its query-key norm, soft-capping, parallel sublayers and mixture of experts where set, and the
-    feed-forward's activation."""
-    b = cfg.net.block
-    where = "pre" if b.prenorm else "post"
-    if b.get("output_norm"):
-        where = f"{where}+output" if b.get("input_norm", True) else "output"
-    parts = [f"{where}-{NORM_NAMES.get(b.norm, b.norm)}"]
-    if b.get("qk_norm"):
-        parts.append(f"qk-norm ({b.qk_norm})")
-    if b.get("attn_softcap"):
-        parts.append(f"softcap {b.attn_softcap:g}")
-    if b.get("parallel"):
-        parts.append("parallel")
-    if b.get("n_experts"):
-        parts.append(f"{b.n_experts} experts, top-{b.top_k}")
-    return ", ".join([*parts, ("gated " if b.gated else "") + b.activation])
+def block_config(cfg: DictConfig) -> BlockConfig:
+    """The preset's Block config, resolved (``cfg``: the model config, its dims given)."""
+    return BlockConfig(**{k: v for k, v in OmegaConf.to_container(cfg.net.block, resolve=True).items()
+                          if k != "_target_"})
 
 
 def _positions(net: torch.nn.Module) -> str:
@@ -108,7 +100,7 @@ def describe(model: str) -> dict[str, str]:
         "mask": mask,
         "layers": pattern,
         "head": " / ".join(_name(h) for h in heads),
-        "block": _block_preset(cfg),
+        "block": ", ".join(knob_words(block_config(cfg), KIND_PARTS)),
         "positions": _positions(net),
         "params (embedders / rest)": f"{embedding / 1e6:.2f}M / {(total - embedding) / 1e6:.2f}M",
         "train FLOPs": f"{flops / 1e6:.1f}M per {per}",
@@ -123,8 +115,34 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def card(model: str) -> str:
+    """One preset as text: its row of the family table, then every Block knob it sets away from the
+    default (its size too), each with its value and its part of the Block (:mod:`zoo.nn.knobs`)."""
+    row = describe(model)
+    block = block_config(build(model)[0])
+    defaults = {f.name: f.default for f in fields(BlockConfig)}
+    turned = [(name, getattr(block, name), knob) for name, knob in KNOBS.items()
+              if getattr(block, name) != defaults[name]]
+    width = max(map(len, row))
+    lines = [f"{key:<{width}}  {value}" for key, value in row.items()]
+    lines.append("\nBlock knobs set away from their defaults (zoo.nn.knobs; docs/design.md's knob table):")
+    lines += [f"  {name:<14} {value!s:<10} {knob.part}: {knob.words(value)}" for name, value, knob in turned]
+    return "\n".join(lines)
+
+
+def chosen_model() -> str:
+    """The preset a running ``describe model=NAME`` names (its Hydra choice)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices["model"]
+
+
 def main(cfg: DictConfig) -> None:
-    """``zoo describe [masks=DIR]`` (conf/describe.yaml): print the table; with ``masks``, write the pictures."""
+    """``zoo describe [model=NAME] [masks=DIR]`` (conf/describe.yaml): print the table, or one preset's
+    card (``model``); with ``masks``, write the pictures."""
+    if "model" in cfg:
+        print(card(chosen_model()))
+        return
     print(f"Vocabulary {DIMS['vocab_size']}, {DIMS['num_classes']} classes, {DIMS['image_size']}px images and "
           f"{DIMS['num_frames']}-frame clips stand in for the data; FLOPs are forward + backward at the full context\n"
           "(encoder-decoders: at the full source and target lengths, per target token; two towers side by side:\n"

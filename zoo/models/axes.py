@@ -1,7 +1,8 @@
 """What a model config chooses, grouped into the axes families differ along (docs/design.md):
 the mask, the embedder, the head, the Block preset, the positions, and the container (how many
 layers, how long a context, which of the two containers). Every key of a ``model.net`` config
-belongs to exactly one axis; a key that belongs to none is refused, so a family that varies in
+belongs to exactly one axis, its container argument's (:mod:`zoo.models.arguments`, where each
+argument says its axis); a key that belongs to none is refused, so a family that varies in
 some other way is seen at once. :func:`differences` is what two configs differ in, by axis; over a
 whole training config (``python -m zoo diff``, a study's one-axis check) every key outside
 ``model.net`` is one more group, ``training`` (:func:`config_axis`)."""
@@ -13,28 +14,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.models.arguments import ARGUMENTS, NET
+
 AXES = ("mask", "embedder", "head", "block", "positions", "container")
 # The groups of a whole training config: the axes, and what trains the network (data, optimiser,
 # trainer, budget, seed, the objective's other arguments).
 GROUPS = (*AXES, "training")
-# The first part of a key under ``model.net`` -> its axis.
-_AXIS_OF_TOP = {
-    "mask": "mask",
-    "embedder": "embedder", "encoder_embedder": "embedder", "decoder_embedder": "embedder", "share_embeddings": "embedder",
-    "head": "head", "tie_embeddings": "head",
-    # two towers: how each tower's output becomes one vector, and how two vectors become a logit
-    "text_pool": "head", "eos_id": "head", "vision_pool": "head", "logit_scale": "head", "logit_bias": "head",
-    "block": "block",
-    # positions acting inside attention: the rotary table, T5's relative bias and ALiBi, owned by the tower
-    "rotary": "positions", "rotary_base": "positions", "rotary_fraction": "positions", "rotary_scale": "positions",
-    "bias": "positions",
-    "encoder_bias": "positions", "decoder_bias": "positions",
-    "_target_": "container", "n_layers": "container", "n_encoder_layers": "container", "n_decoder_layers": "container",
-    "context": "container", "final_norm": "container", "first_attn_norm": "container",
-    "attention_backend": "container", "init_std": "container",
-    # a staged hierarchy's (Swin's) stages: their depths and heads, and the side of their windows
-    "depths": "container", "heads": "container", "window": "mask",
-}
+# The first part of a key under ``model.net`` -> its axis: each container argument's own
+# (zoo.models.arguments), and Hydra's ``_target_``, which picks the container.
+_AXIS_OF_TOP = {"_target_": "container"} | {name: a.axis for name, a in ARGUMENTS.items() if a.axis != NET}
 
 
 def axis_of(key: str) -> str:
@@ -43,10 +31,11 @@ def axis_of(key: str) -> str:
     two-tower model's second tower (``vision.*``) is a net of its own: its keys are on its axes
     (``vision.block.d_model`` -> ``block``)."""
     top, _, rest = key.partition(".")
-    if top == "vision" and rest:
+    if top in ARGUMENTS and ARGUMENTS[top].axis == NET and rest:
         return axis_of(rest)
     if top not in _AXIS_OF_TOP:
-        raise ValueError(f"model.net.{key} belongs to none of the axes {AXES}: name its axis in zoo/models/axes.py")
+        raise ValueError(f"model.net.{key} belongs to none of the axes {AXES}: name its axis in "
+                         "zoo/models/arguments.py")
     axis = _AXIS_OF_TOP[top]
     return "positions" if axis == "embedder" and rest.split(".")[0] == "positions" else axis
 

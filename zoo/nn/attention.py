@@ -85,7 +85,7 @@ def attention(
 class MultiHeadAttention(nn.Module):
     """Project to heads, attend, merge heads, project out.
 
-    Args:
+    Args (keywords only: thirteen settings, several of one type, read wrongly by position):
         d_model: model width.
         n_heads: query heads; ``d_model`` must divide by it.
         n_kv_heads: key/value heads (fewer than ``n_heads`` = grouped-query attention).
@@ -102,6 +102,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(
         self,
+        *,
         d_model: int,
         n_heads: int,
         n_kv_heads: int | None = None,

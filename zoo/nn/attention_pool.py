@@ -32,7 +32,7 @@ class AttentionPoolHead(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, activation: str = "gelu_tanh", norm_eps: float = 1e-6):
         super().__init__()
         self.probe = nn.Parameter(torch.randn(1, 1, d_model))
-        self.attn = MultiHeadAttention(d_model, n_heads)
+        self.attn = MultiHeadAttention(d_model=d_model, n_heads=n_heads)
         self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.ffn = FeedForward(d_model, d_ff, activation)
 

@@ -4,7 +4,7 @@ Every model in the zoo is a stack of this one class. It never branches on a
 model family: families differ in the knobs of :class:`BlockConfig`, which are
 exactly the ones the real checkpoints differ in, and in the
 :class:`~zoo.nn.context.AttentionContext` their stack hands each layer. The knobs and
-why each exists: docs/design.md.
+why each exists: :mod:`zoo.nn.knobs` (docs/design.md's table is generated from it).
 """
 
 from __future__ import annotations
@@ -23,37 +23,38 @@ from zoo.nn.norms import make_norm
 
 @dataclass
 class BlockConfig:
-    """The Block's shape and knobs (see the table in docs/design.md)."""
+    """The Block's shape and knobs. What each is, its part of the Block and why it exists:
+    :data:`zoo.nn.knobs.KNOBS` (one entry per field: describe and docs/design.md's table read it)."""
 
     d_model: int = 384
     n_heads: int = 6
     d_ff: int = 1536
-    n_kv_heads: int | None = None  # fewer than n_heads: grouped-query attention
-    head_dim: int | None = None  # None = d_model / n_heads; T5 v1.1 small has 6 heads of 64 in 512
-    norm: str = "layernorm"  # layernorm | rmsnorm | rmsnorm_1p (scaled by 1 + w: Gemma)
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    norm: str = "layernorm"
     norm_eps: float = 1e-5
-    norm_bias: bool = True  # LayerNorm's bias (RMSNorm has none)
-    prenorm: bool = True  # pre-LN (GPT, ViT, T5, ...) or post-LN (original, BERT)
-    input_norm: bool = True  # pre-LN: a norm on each sublayer's input (OLMo 2 has none)
-    parallel: bool = False  # the feed-forward reads the Block's input, beside attention (GPT-NeoX, GPT-J)
-    output_norm: bool = False  # a norm on each sublayer's output, before the residual add (Gemma 2/3, OLMo 2)
-    qk_norm: str | None = None  # a norm on queries and keys: head (Qwen3, Gemma 3) | all (OLMo 2)
-    attn_softcap: float | None = None  # attention scores c * tanh(s / c) (Gemma 2)
-    layer_scale: float | None = None  # a learned per-channel gain on each sublayer's output, its start (DINOv2, BEiT)
-    activation: str = "gelu"  # relu | gelu | gelu_tanh | quick_gelu | silu
-    gated: bool = False  # GEGLU / SwiGLU
-    n_experts: int = 0  # > 0: a mixture of this many feed-forwards, d_ff wide each (zoo/nn/moe.py)
-    top_k: int = 2  # with n_experts: the experts each token goes through
-    norm_topk: bool = True  # their router weights renormalised to sum 1 (Qwen3-MoE: norm_topk_prob)
+    norm_bias: bool = True
+    prenorm: bool = True
+    input_norm: bool = True
+    parallel: bool = False
+    output_norm: bool = False
+    qk_norm: str | None = None
+    attn_softcap: float | None = None
+    layer_scale: float | None = None
+    activation: str = "gelu"
+    gated: bool = False
+    n_experts: int = 0
+    top_k: int = 2
+    norm_topk: bool = True
     bias_q: bool = True
     bias_k: bool = True
     bias_v: bool = True
     bias_out: bool = True
     bias_ffn: bool = True
-    attn_scale: float | None = None  # None = 1/sqrt(d_head); T5 uses 1.0
-    dropout: float = 0.0  # on each residual branch
-    attn_dropout: float = 0.0  # on the attention weights
-    ffn_dropout: float = 0.0  # inside the feed-forward, after the activation
+    attn_scale: float | None = None
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    ffn_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.head_dim is None and self.d_model % self.n_heads:
@@ -104,9 +105,10 @@ class Block(nn.Module):
 
         def attn() -> MultiHeadAttention:
             return MultiHeadAttention(
-                cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.bias_q, cfg.bias_k, cfg.bias_v, cfg.bias_out,
-                cfg.attn_scale, cfg.attn_dropout, cfg.head_dim, cfg.qk_norm, norm, cfg.attn_softcap,
-            )
+                d_model=cfg.d_model, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, bias_q=cfg.bias_q,
+                bias_k=cfg.bias_k, bias_v=cfg.bias_v, bias_out=cfg.bias_out, scale=cfg.attn_scale,
+                dropout=cfg.attn_dropout, d_head=cfg.head_dim, qk_norm=cfg.qk_norm, norm_layer=norm,
+                softcap=cfg.attn_softcap)
 
         def norms(present: bool = True) -> tuple[nn.Module, nn.Module]:
             """A sublayer's (input norm, or post-LN the sum's; output norm), ``nn.Identity`` where absent."""

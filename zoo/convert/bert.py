@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir
+from zoo.convert.common import build_net, check_vocab, init_net, leave_out, load_mapped, read_checkpoint_dir
 from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
@@ -138,6 +138,57 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
     load_mapped(net, state)
 
 
+# task=classify: the zoo's ClassifierHead module -> the Hugging Face module it is read from, in
+# BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier).
+BERT_CLASSIFIER = {"dense": "bert.pooler.dense", "proj": "classifier"}
+CLASSIFIER_HEAD = "zoo.nn.heads.ClassifierHead"
+
+
+def is_classifier(net_cfg: dict[str, Any]) -> bool:
+    """Whether the net (its plain config) ends in a sequence classifier (task=classify)."""
+    return net_cfg.get("head", {}).get("_target_") == CLASSIFIER_HEAD
+
+
+def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, str],
+                     num_classes: int) -> dict[str, Tensor]:
+    """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
+    classifier head read from ``hf`` at ``places`` (zoo head module -> Hugging Face module). A
+    classifier of another number of labels is left out (it starts from scratch, as Hugging Face's
+    ``ignore_mismatched_sizes``)."""
+    state = leave_out(encoder, HEAD_PREFIX)
+    for zoo, name in places.items():
+        for part in (".weight", ".bias"):
+            # a bare encoder's folder (BertModel) names its pooler without the encoder's prefix
+            found = next((hf[k] for k in (name + part, name.partition(".")[2] + part) if k in hf), None)
+            if found is not None:
+                state[f"{HEAD_PREFIX}{zoo}{part}"] = found
+    proj = state.get(f"{HEAD_PREFIX}proj.weight")
+    if proj is not None and proj.shape[0] != num_classes:
+        warnings.warn(f"the checkpoint's classifier has {proj.shape[0]} labels, the data {num_classes}: the "
+                      f"classifier starts from scratch")
+        state = leave_out(state, f"{HEAD_PREFIX}proj.")
+    return state
+
+
+def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """load_mapped, keeping the net's fresh classifier weights where the checkpoint has none (an
+    encoder or MLM checkpoint, or a classifier of another label set)."""
+    fresh = {k: v for k, v in net.state_dict().items() if k.startswith(HEAD_PREFIX) and k not in state}
+    if fresh:
+        warnings.warn(f"{source} has no {sorted(fresh)}: those start from scratch")
+    load_mapped(net, state | fresh)
+
+
+def without_head(shape: dict[str, Any]) -> dict[str, Any]:
+    """An encoder's import shape without the MLM head's keys (a classifier has its own)."""
+    return {k: v for k, v in shape.items() if not k.startswith(HEAD_PREFIX)}
+
+
+def classifier_state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+    """``BertForSequenceClassification``'s weights renamed to a zoo BERT classifier's (the export's probe)."""
+    return classifier_state(hf, bert_state_dict(hf, net["n_layers"]), BERT_CLASSIFIER, net["head"]["num_classes"])
+
+
 @torch.no_grad()
 def from_transformers(hf_model) -> nn.Module:
     """A zoo BERT (built from conf/model/bert.yaml) holding ``hf_model``'s weights."""
@@ -169,7 +220,11 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = bert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+    encoder = bert_state_dict(state, shape["n_layers"])
+    if is_classifier(net_cfg):  # task=classify: BertForSequenceClassification's pooler and classifier too
+        head = classifier_state(state, encoder, BERT_CLASSIFIER, net_cfg["head"]["num_classes"])
+        return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
+    return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
 
 
 # written by the export, not read by the import (a fine-tuning run keeps its own dropout)

@@ -1,0 +1,135 @@
+"""task=classify: the config group that swaps an encoder's head and objective, the refusal of
+impossible pairs, the head exact against Hugging Face's BertForSequenceClassification (read from its
+folder), and a short training run on SST-2-format rows."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+from transformers import BertConfig, BertForSequenceClassification
+
+from conftest import run_train
+from exactness import assert_matches, randomise
+from zoo.cli.precheck import Refused, check
+from zoo.config import compose_config
+from zoo.convert import bert
+
+VOCAB = 97
+
+
+def tiny_bert(num_labels: int) -> BertForSequenceClassification:
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=24, type_vocab_size=2,
+                        attn_implementation="sdpa", num_labels=num_labels)
+    return randomise(BertForSequenceClassification(config).eval())
+
+
+def classify_net_cfg(model: str, num_classes: int) -> dict:
+    """model=<model> task=classify's net config, resolved with the data's facts filled in."""
+    cfg = compose_config([f"model={model}", "task=classify"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": VOCAB, "pad_id": 0, "num_classes": num_classes,
+                    "class_names": [str(i) for i in range(num_classes)]}
+    return OmegaConf.to_container(cfg.model.net, resolve=True)
+
+
+def pair_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ids (3, 17), segment ids (pairs: the second text's tokens 1) and padding: odd lengths 17, 11, 6."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, VOCAB, (3, 17), generator=g)
+    lengths = torch.tensor([17, 11, 6])
+    padding = torch.arange(17)[None] < lengths[:, None]
+    segments = ((torch.arange(17)[None] >= (lengths[:, None] // 2)) & padding).long()
+    return ids.masked_fill(~padding, 0), segments, padding
+
+
+@pytest.mark.parametrize("num_labels", [3, 1])  # 1: a regression's one output (STS-B)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@torch.no_grad()
+def test_init_from_bert_for_sequence_classification_is_exact(tmp_path, num_labels, dtype):
+    """model.init_from= a BertForSequenceClassification folder reads the pooler and classifier too:
+    the zoo's logits are Hugging Face's (randomised weights, padding, odd lengths, sentence pairs)."""
+    torch.manual_seed(0)
+    hf = tiny_bert(num_labels)
+    hf.save_pretrained(tmp_path)
+    _, net = bert.pretrained(classify_net_cfg("bert", num_labels), str(tmp_path))
+    hf, net = hf.to(dtype), net.eval().to(dtype)
+    ids, segments, padding = pair_batch()
+    ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
+    assert_matches(net(ids, key_padding=padding, segments=segments), ref, what="BERT classifier logits")
+
+
+@torch.no_grad()
+def test_a_swapped_line_of_the_classifier_mapping_fails_exactness(tmp_path, monkeypatch):
+    """The exactness test sees the mapping: the pooler read from another (same-shaped) module fails it."""
+    torch.manual_seed(0)
+    hf = tiny_bert(3)
+    hf.save_pretrained(tmp_path)
+    monkeypatch.setattr(bert, "BERT_CLASSIFIER", {"dense": "bert.encoder.layer.1.attention.output.dense",
+                                                  "proj": "classifier"})
+    _, net = bert.pretrained(classify_net_cfg("bert", 3), str(tmp_path))
+    ids, segments, padding = pair_batch()
+    ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
+    with pytest.raises(AssertionError, match="differs from the reference"):
+        assert_matches(net.eval()(ids, key_padding=padding, segments=segments), ref)
+
+
+def test_task_swaps_the_head_and_objective_and_defaults_to_pretraining():
+    """task=classify swaps head and objective; the family's mask, embedder and Block are the same."""
+    pretrain, classify = (compose_config(["model=bert", *task]).model for task in ([], ["task=classify"]))
+    assert pretrain._target_ == "zoo.objectives.mlm.MaskedLM" and pretrain.net.head._target_ == "zoo.nn.heads.MLMHead"
+    assert classify._target_ == "zoo.objectives.classification.Classification"
+    assert classify.net.head._target_ == "zoo.nn.heads.ClassifierHead" and classify.net.head.pooler == "tanh"
+    assert "mask_id" not in classify and not classify.net.tie_embeddings
+    for part in ("mask", "embedder", "block", "n_layers", "context"):
+        assert OmegaConf.to_container(classify.net[part]) == OmegaConf.to_container(pretrain.net[part]) \
+            if OmegaConf.is_config(pretrain.net[part]) else classify.net[part] == pretrain.net[part]
+    assert compose_config(["model=distilbert", "task=classify"]).model.net.head.pooler == "relu"
+    assert compose_config(["model=roberta", "task=classify"]).model.net.head.pooler == "tanh"
+    assert compose_config(["model=roberta"]).model.net.head.activation == "gelu"  # its MLM head's, as before
+
+
+@pytest.mark.parametrize("arguments, named", [
+    (["model=vit", "task=classify", "data=sst2"], ["model=vit", "ImageLabels", "data=sst2", "TextLabels"]),
+    (["model=gpt", "task=classify", "data=sst2"], ["task=classify", "model=gpt", "NextTokenLM", "TextLabels"]),
+    (["model=bert", "task=classify", "data=wikitext"], ["model=bert", "TextLabels", "data=wikitext"]),
+    (["model=bert", "data=sst2"], ["model=bert", "MaskedLM", "data=sst2", "TextLabels"]),
+])
+def test_impossible_pairs_are_refused_in_one_line_naming_both_sides(arguments, named, tmp_path):
+    with pytest.raises(Refused) as refused:
+        check("train", "train", [*arguments, f"hydra.run.dir={tmp_path / 'run'}"])
+    message = str(refused.value)
+    assert "\n" not in message and all(name in message for name in named), message
+
+
+def write_sst2(folder: Path, rows: int = 96) -> None:
+    """SST-2's layout (``sentence<TAB>label`` with a header), two easily told classes; quotes inside."""
+    folder.mkdir(parents=True)
+    for split, n in (("train", rows), ("dev", rows // 4)):
+        with open(folder / f"{split}.tsv", "w", newline="") as f:
+            f.write("sentence\tlabel\n")
+            for i in range(n):
+                good = i % 2 == 0
+                words = "fine warm lovely" if good else 'dull " cold awful'  # a lone quote: GLUE's TSVs have them
+                text = f"a {words} film number {i}"
+                f.write(f"{text}\t{int(good)}\n")
+
+
+@pytest.mark.slow
+def test_bert_classify_sst2_trains(tmp_path):
+    """python train.py model=bert task=classify data=sst2 quick=true trainer.max_steps=20 on SST-2-format
+    rows: the loss falls, and the validation accuracy (above chance at least once) and F1 are logged."""
+    write_sst2(tmp_path / "data" / "downstream" / "sst2")
+    run = tmp_path / "run"
+    run_train(run, tmp_path / "data", "model=bert", "task=classify", "data=sst2", "quick=true", "trainer.max_steps=20",
+              "data.batch_size=8", "data.vocab_size=200", "trainer.log_every_n_steps=1")
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    accuracy = [float(r["val/acc"]) for r in rows if r.get("val/acc")]
+    assert len(losses) >= 10 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
+    assert accuracy and any(r.get("val/f1") for r in rows)
+    assert max(accuracy) > 0.75, accuracy  # above chance (0.5) on the held-out rows

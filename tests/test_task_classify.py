@@ -133,3 +133,41 @@ def test_bert_classify_sst2_trains(tmp_path):
     assert len(losses) >= 10 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
     assert accuracy and any(r.get("val/f1") for r in rows)
     assert max(accuracy) > 0.75, accuracy  # above chance (0.5) on the held-out rows
+
+
+SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
+
+
+@torch.no_grad()
+def test_export_writes_bert_for_sequence_classification_that_the_pipeline_runs(tmp_path):
+    """zoo export of a task=classify BERT checkpoint: BertForSequenceClassification with the data's
+    id2label, whose text-classification pipeline gives the zoo's own predictions (label and score)."""
+    from transformers import pipeline
+
+    from zoo.convert.export import export
+    from zoo.data.labelled import CLS, PAD, SEP, UNK, MASK, encode_pair
+    from zoo.data.tokenizers import HFTokenizer
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+    names = ["negative", "neutral", "positive"]
+    cfg = compose_config(["model=bert", "task=classify", "model.net.n_layers=2", "model.net.block.d_model=32",
+                          "model.net.block.n_heads=4", "model.net.context=32"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
+    torch.manual_seed(0)
+    built = objective(cfg, tokenizer.state())
+    randomise(built.net, seed=2)
+    ckpt = tmp_path / "run.ckpt"
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, ckpt)
+    assert export(ckpt, tmp_path / "hf") == ("BertForSequenceClassification", [])
+    classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu")
+    assert classifier.model.config.id2label == dict(enumerate(names))
+    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
+        ids, segments = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        probs = net(torch.tensor([ids]), segments=torch.tensor([segments])).softmax(-1)[0]
+        assert theirs["label"] == names[int(probs.argmax())]
+        assert theirs["score"] == pytest.approx(float(probs.max()), abs=1e-5)

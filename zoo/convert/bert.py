@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.common import build_net, check_vocab, init_net, leave_out, load_mapped, read_checkpoint_dir
-from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
+from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -141,14 +141,6 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
 # task=classify: the zoo's ClassifierHead module -> the Hugging Face module it is read from, in
 # BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier).
 BERT_CLASSIFIER = {"dense": "bert.pooler.dense", "proj": "classifier"}
-CLASSIFIER_HEAD = "zoo.nn.heads.ClassifierHead"
-
-
-def is_classifier(net_cfg: dict[str, Any]) -> bool:
-    """Whether the net (its plain config) ends in a sequence classifier (task=classify)."""
-    return net_cfg.get("head", {}).get("_target_") == CLASSIFIER_HEAD
-
-
 def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, str],
                      num_classes: int) -> dict[str, Tensor]:
     """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
@@ -231,4 +223,5 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
 DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout"}
 FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
-                state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]))
+                state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
+                classifier="BertForSequenceClassification")

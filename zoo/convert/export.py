@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at
+from zoo.convert.family import Family, at, is_classifier
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -232,6 +232,15 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
     return out
 
 
+def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
+    """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``)."""
+    family = FAMILIES.get(hf_class) if hf_class else None
+    if family is not None and family.classifier and is_classifier(net):
+        return family.classifier
+    return hf_class
+
+
 def _empty_out(out: Path, overwrite: bool) -> None:
     """Refuse an ``out`` that is a file, or a folder holding anything, unless ``overwrite``."""
     if out.is_file() or out.is_symlink():
@@ -276,7 +285,7 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
                                 f"{sentence_transformers.MODULES_FILE}, it is not a sentence-transformers folder")
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
-    hf_class = hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    hf_class = hf_class or classifier_class(BY_CONVERTER.get(hparams.get("converter")), hparams.net)
     adapted = None  # without merge_lora: (the example, the adapted net's outputs on it, its adapters)
     if hparams.get("lora") and merge_lora:
         net = lora.merge(net)

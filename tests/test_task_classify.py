@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import (BertConfig, BertForSequenceClassification, DistilBertConfig,
+                          DistilBertForSequenceClassification, RobertaConfig, RobertaForSequenceClassification)
 
 from conftest import run_train
 from exactness import assert_matches, randomise
 from zoo.cli.precheck import Refused, check
 from zoo.config import compose_config
-from zoo.convert import bert
+from zoo.convert import bert, distilbert, roberta
 
 VOCAB = 97
 
@@ -28,6 +29,24 @@ def tiny_bert(num_labels: int) -> BertForSequenceClassification:
     return randomise(BertForSequenceClassification(config).eval())
 
 
+def tiny_roberta(num_labels: int) -> RobertaForSequenceClassification:
+    config = RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=48, max_position_embeddings=26, type_vocab_size=1, pad_token_id=1,
+                           attn_implementation="sdpa", num_labels=num_labels)
+    return randomise(RobertaForSequenceClassification(config).eval())
+
+
+def tiny_distilbert(num_labels: int) -> DistilBertForSequenceClassification:
+    config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+                              max_position_embeddings=24, attn_implementation="sdpa", num_labels=num_labels)
+    return randomise(DistilBertForSequenceClassification(config).eval())
+
+
+# family -> (its tiny randomised Hugging Face classifier, its converter, its padding id, reads segment ids)
+FAMILIES = {"bert": (tiny_bert, bert, 0, True), "roberta": (tiny_roberta, roberta, 1, False),
+            "distilbert": (tiny_distilbert, distilbert, 0, False)}
+
+
 def classify_net_cfg(model: str, num_classes: int) -> dict:
     """model=<model> task=classify's net config, resolved with the data's facts filled in."""
     cfg = compose_config([f"model={model}", "task=classify"])
@@ -37,30 +56,35 @@ def classify_net_cfg(model: str, num_classes: int) -> dict:
     return OmegaConf.to_container(cfg.model.net, resolve=True)
 
 
-def pair_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pair_batch(pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Ids (3, 17), segment ids (pairs: the second text's tokens 1) and padding: odd lengths 17, 11, 6."""
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(1, VOCAB, (3, 17), generator=g)
+    ids = torch.randint(2, VOCAB, (3, 17), generator=g)
     lengths = torch.tensor([17, 11, 6])
     padding = torch.arange(17)[None] < lengths[:, None]
     segments = ((torch.arange(17)[None] >= (lengths[:, None] // 2)) & padding).long()
-    return ids.masked_fill(~padding, 0), segments, padding
+    return ids.masked_fill(~padding, pad_id), segments, padding
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("num_labels", [3, 1])  # 1: a regression's one output (STS-B)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @torch.no_grad()
-def test_init_from_bert_for_sequence_classification_is_exact(tmp_path, num_labels, dtype):
-    """model.init_from= a BertForSequenceClassification folder reads the pooler and classifier too:
-    the zoo's logits are Hugging Face's (randomised weights, padding, odd lengths, sentence pairs)."""
+def test_init_from_a_sequence_classification_folder_is_exact(tmp_path, family, num_labels, dtype):
+    """model.init_from= a *ForSequenceClassification folder reads its head too (BERT's pooler and
+    classifier, RoBERTa's classification head, DistilBERT's pre-classifier): the zoo's logits are
+    Hugging Face's (randomised weights, padding, odd lengths; sentence pairs where the family has segments)."""
+    build, module, pad_id, reads_segments = FAMILIES[family]
     torch.manual_seed(0)
-    hf = tiny_bert(num_labels)
+    hf = build(num_labels)
     hf.save_pretrained(tmp_path)
-    _, net = bert.pretrained(classify_net_cfg("bert", num_labels), str(tmp_path))
+    _, net = module.pretrained(classify_net_cfg(family, num_labels), str(tmp_path))
     hf, net = hf.to(dtype), net.eval().to(dtype)
-    ids, segments, padding = pair_batch()
-    ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
-    assert_matches(net(ids, key_padding=padding, segments=segments), ref, what="BERT classifier logits")
+    ids, segments, padding = pair_batch(pad_id)
+    segments = segments if reads_segments else None
+    types = {"token_type_ids": segments} if reads_segments else {}
+    ref = hf(input_ids=ids, attention_mask=padding.long(), **types).logits
+    assert_matches(net(ids, key_padding=padding, segments=segments), ref, what=f"{family} classifier logits")
 
 
 @torch.no_grad()
@@ -69,8 +93,8 @@ def test_a_swapped_line_of_the_classifier_mapping_fails_exactness(tmp_path, monk
     torch.manual_seed(0)
     hf = tiny_bert(3)
     hf.save_pretrained(tmp_path)
-    monkeypatch.setattr(bert, "BERT_CLASSIFIER", {"dense": "bert.encoder.layer.1.attention.output.dense",
-                                                  "proj": "classifier"})
+    monkeypatch.setattr(bert, "BERT_CLASSIFIER", {"dense": ("bert.encoder.layer.1.attention.output.dense",),
+                                                  "proj": ("classifier",)})
     _, net = bert.pretrained(classify_net_cfg("bert", 3), str(tmp_path))
     ids, segments, padding = pair_batch()
     ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits

@@ -138,20 +138,21 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
     load_mapped(net, state)
 
 
-# task=classify: the zoo's ClassifierHead module -> the Hugging Face module it is read from, in
-# BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier).
-BERT_CLASSIFIER = {"dense": "bert.pooler.dense", "proj": "classifier"}
-def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, str],
+# task=classify: the zoo's ClassifierHead module -> the Hugging Face modules it may be read from, in
+# BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier; a bare
+# BertModel's pooler has no prefix).
+BERT_CLASSIFIER = {"dense": ("bert.pooler.dense", "pooler.dense"), "proj": ("classifier",)}
+def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, tuple[str, ...]],
                      num_classes: int) -> dict[str, Tensor]:
     """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
-    classifier head read from ``hf`` at ``places`` (zoo head module -> Hugging Face module). A
+    classifier head read from ``hf`` at ``places`` (zoo head module -> Hugging Face modules, the first
+    present). A
     classifier of another number of labels is left out (it starts from scratch, as Hugging Face's
     ``ignore_mismatched_sizes``)."""
     state = leave_out(encoder, HEAD_PREFIX)
-    for zoo, name in places.items():
+    for zoo, names in places.items():
         for part in (".weight", ".bias"):
-            # a bare encoder's folder (BertModel) names its pooler without the encoder's prefix
-            found = next((hf[k] for k in (name + part, name.partition(".")[2] + part) if k in hf), None)
+            found = next((hf[name + part] for name in names if name + part in hf), None)
             if found is not None:
                 state[f"{HEAD_PREFIX}{zoo}{part}"] = found
     proj = state.get(f"{HEAD_PREFIX}proj.weight")
@@ -169,6 +170,16 @@ def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> No
     if fresh:
         warnings.warn(f"{source} has no {sorted(fresh)}: those start from scratch")
     load_mapped(net, state | fresh)
+
+
+def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], encoder: dict[str, Tensor],
+                 hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
+    """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
+    head, or under task=classify with its sequence classifier read from ``hf`` at ``places``."""
+    if is_classifier(net_cfg):
+        head = classifier_state(hf, encoder, places, net_cfg["head"]["num_classes"])
+        return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
+    return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
 
 
 def without_head(shape: dict[str, Any]) -> dict[str, Any]:
@@ -212,11 +223,7 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = bert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    encoder = bert_state_dict(state, shape["n_layers"])
-    if is_classifier(net_cfg):  # task=classify: BertForSequenceClassification's pooler and classifier too
-        head = classifier_state(state, encoder, BERT_CLASSIFIER, net_cfg["head"]["num_classes"])
-        return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
-    return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
+    return init_encoder(net_cfg, path, shape, bert_state_dict(state, shape["n_layers"]), state, BERT_CLASSIFIER)
 
 
 # written by the export, not read by the import (a fine-tuning run keeps its own dropout)

@@ -5,6 +5,10 @@ folder), and a short training run on SST-2-format rows."""
 from __future__ import annotations
 
 import csv
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,7 +150,8 @@ def write_sst2(folder: Path, rows: int = 96) -> None:
 @pytest.mark.slow
 def test_bert_classify_sst2_trains(tmp_path):
     """python train.py model=bert task=classify data=sst2 quick=true trainer.max_steps=20 on SST-2-format
-    rows: the loss falls, and the validation accuracy (above chance at least once) and F1 are logged."""
+    rows: the loss falls, and the validation accuracy (above chance at least once) and F1 are logged;
+    python -m zoo eval then reports accuracy and F1 on the test split."""
     write_sst2(tmp_path / "data" / "downstream" / "sst2")
     run = tmp_path / "run"
     run_train(run, tmp_path / "data", "model=bert", "task=classify", "data=sst2", "quick=true", "trainer.max_steps=20",
@@ -157,6 +162,14 @@ def test_bert_classify_sst2_trains(tmp_path):
     assert len(losses) >= 10 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
     assert accuracy and any(r.get("val/f1") for r in rows)
     assert max(accuracy) > 0.75, accuracy  # above chance (0.5) on the held-out rows
+    # python -m zoo eval reports the task's metrics on the test split (here SST-2's dev rows)
+    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+                          "data=sst2", f"out={tmp_path / 'eval.json'}"], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).parents[1])
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics = json.loads((tmp_path / "eval.json").read_text())
+    assert {"acc", "f1", "loss"} <= metrics.keys() and 0 <= metrics["acc"] <= 1
 
 
 SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
@@ -195,3 +208,45 @@ def test_export_writes_bert_for_sequence_classification_that_the_pipeline_runs(t
         probs = net(torch.tensor([ids]), segments=torch.tensor([segments])).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]
         assert theirs["score"] == pytest.approx(float(probs.max()), abs=1e-5)
+
+
+def labelled(tmp_path: Path, **kw):
+    from zoo.data.labelled import LabelledText
+
+    data = LabelledText(str(tmp_path), str(tmp_path / "cache"), batch_size=2, block_size=16, vocab_size=80, **kw)
+    data.setup()
+    return data
+
+
+def test_sentence_pairs_with_named_labels_read_as_glue_writes_them(tmp_path):
+    """RTE's layout: a pair per row, string labels (their names sorted: the head's order), a lone quote
+    inside a field (data.quoting=none); [CLS] a [SEP] b [SEP] with segment ids 0 then 1."""
+    rows = [("0", 'He said "no.', "He refused.", "entailment"), ("1", "A cat sat.", "A dog ran.", "not_entailment"),
+            ("2", "It rained.", "It was wet.", "entailment")]
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" +
+                                               "".join("\t".join(r) + "\n" for r in rows))
+    data = labelled(tmp_path, source="train.tsv", val="dev.tsv", test="dev.tsv", column="sentence1",
+                    text_pair="sentence2", label="label", quoting="none")
+    assert data.dims["class_names"] == ["entailment", "not_entailment"] and data.dims["num_classes"] == 2
+    batch = data.collate_fn()([data.dataset("train")[i] for i in range(3)])
+    cls, sep = data.tokenizer.token_id("[CLS]"), data.tokenizer.token_id("[SEP]")
+    assert batch.labels.tolist() == [0, 1, 0]
+    assert (batch.tokens[:, 0] == cls).all()
+    first = batch.tokens[0][batch.padding[0]].tolist()
+    assert data.tokenizer.decode(first[1:first.index(sep)]).replace(" ", "") == 'Hesaid"no.'
+    assert batch.segments[0][batch.padding[0]].tolist() == [0] * (first.index(sep) + 1) + \
+        [1] * (len(first) - first.index(sep) - 1)
+    (tmp_path / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tcontradiction\n")
+    with pytest.raises(ValueError, match=r"val rows have labels \['contradiction'\]"):
+        labelled(tmp_path, source="train.tsv", val="dev.tsv", test="dev.tsv", column="sentence1",
+                 text_pair="sentence2", label="label", quoting="none")
+
+
+def test_a_regression_reads_float_scores_and_has_one_output(tmp_path):
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"a": f"text {i}", "b": f"other {i}", "score": i / 4})
+                                                 + "\n" for i in range(12)))
+    data = labelled(tmp_path, source="rows.jsonl", column="a", text_pair="b", label="score", regression=True)
+    assert data.dims["num_classes"] == 1 and data.dims["class_names"] is None
+    labels = torch.cat([data.dataset(s).labels for s in ("train", "val", "test")])
+    assert labels.dtype == torch.float32 and sorted(labels.tolist()) == [i / 4 for i in range(12)]

@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from timm.data import Mixup
 from torch import Tensor, nn
-from omegaconf import OmegaConf
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
@@ -53,9 +52,9 @@ class Classification(Objective):
     @classmethod
     def accepted(cls, model_cfg: Any) -> tuple[type, ...]:
         """Text with labels where the network embeds tokens, else what the class reads (images, clips)."""
-        embedder = OmegaConf.select(model_cfg, "net.embedder._target_", default="") if OmegaConf.is_config(model_cfg) \
-            else ""
-        return (TextLabels,) if str(embedder).endswith(".TokenEmbedder") else cls.accepts
+        net = model_cfg.get("net") or {}  # a model config, or a checkpoint's hparams
+        embedder = net.get("embedder") or {}
+        return (TextLabels,) if str(embedder.get("_target_", "")).endswith(".TokenEmbedder") else cls.accepts
 
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,

@@ -163,10 +163,13 @@ def test_bert_classify_sst2_trains(tmp_path):
     assert accuracy and any(r.get("val/f1") for r in rows)
     assert max(accuracy) > 0.75, accuracy  # above chance (0.5) on the held-out rows
     # python -m zoo eval reports the task's metrics on the test split (here SST-2's dev rows)
-    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"))
+    # (from tmp_path: eval's test stage leaves confusion.png in the working directory)
+    root = str(Path(__file__).parents[1])
+    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
                           "data=sst2", f"out={tmp_path / 'eval.json'}"], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=Path(__file__).parents[1])
+                         timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     metrics = json.loads((tmp_path / "eval.json").read_text())
     assert {"acc", "f1", "loss"} <= metrics.keys() and 0 <= metrics["acc"] <= 1

@@ -178,9 +178,12 @@ def test_bert_classify_sst2_trains(tmp_path):
 SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
 
 
+@pytest.mark.parametrize("family, hf_class", [("bert", "BertForSequenceClassification"),
+                                              ("roberta", "RobertaForSequenceClassification"),
+                                              ("distilbert", "DistilBertForSequenceClassification")])
 @torch.no_grad()
-def test_export_writes_bert_for_sequence_classification_that_the_pipeline_runs(tmp_path):
-    """zoo export of a task=classify BERT checkpoint: BertForSequenceClassification with the data's
+def test_export_writes_the_sequence_classifier_that_the_pipeline_runs(tmp_path, family, hf_class):
+    """zoo export of a task=classify checkpoint: the family's *ForSequenceClassification with the data's
     id2label, whose text-classification pipeline gives the zoo's own predictions (label and score)."""
     from transformers import pipeline
 
@@ -192,7 +195,7 @@ def test_export_writes_bert_for_sequence_classification_that_the_pipeline_runs(t
 
     tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    cfg = compose_config(["model=bert", "task=classify", "model.net.n_layers=2", "model.net.block.d_model=32",
+    cfg = compose_config([f"model={family}", "task=classify", "model.net.n_layers=2", "model.net.block.d_model=32",
                           "model.net.block.n_heads=4", "model.net.context=32"])
     with open_dict(cfg):
         cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
@@ -202,13 +205,14 @@ def test_export_writes_bert_for_sequence_classification_that_the_pipeline_runs(t
     ckpt = tmp_path / "run.ckpt"
     torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
                 "state_dict": built.state_dict()}, ckpt)
-    assert export(ckpt, tmp_path / "hf") == ("BertForSequenceClassification", [])
+    assert export(ckpt, tmp_path / "hf") == (hf_class, [])
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))
     net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
     for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
         ids, segments = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
-        probs = net(torch.tensor([ids]), segments=torch.tensor([segments])).softmax(-1)[0]
+        segments = torch.tensor([segments]) if FAMILIES[family][3] else None
+        probs = net(torch.tensor([ids]), segments=segments).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]
         assert theirs["score"] == pytest.approx(float(probs.max()), abs=1e-5)
 

@@ -14,10 +14,10 @@ Three ways in:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -187,9 +187,21 @@ def without_head(shape: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in shape.items() if not k.startswith(HEAD_PREFIX)}
 
 
-def classifier_state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
-    """``BertForSequenceClassification``'s weights renamed to a zoo BERT classifier's (the export's probe)."""
-    return classifier_state(hf, bert_state_dict(hf, net["n_layers"]), BERT_CLASSIFIER, net["head"]["num_classes"])
+def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, ...]],
+                      shape: Callable[[dict[str, Any]], dict[str, Any]],
+                      rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]]) -> Family:
+    """The export of an encoder family (``base``, its MLM class) under task=classify: ``hf_class`` (its
+    ``*ForSequenceClassification``), its config's ``num_labels`` the head's width, its head read at
+    ``places``; ``shape`` and ``rename`` are the family's import shape and weight renaming."""
+    def classifier_shape(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
+        labels = config.get("num_labels") or len(config["id2label"])  # a saved config.json keeps id2label only
+        return without_head(shape(config)) | {"head.num_classes": labels}
+
+    def state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+        return classifier_state(hf, rename(hf, net["n_layers"]), places, net["head"]["num_classes"])
+
+    return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
+                   state_dict=state_dict, marks_checkpoints=False, classifier=None)
 
 
 @torch.no_grad()

@@ -81,4 +81,5 @@ KEYS = {k: v for k, v in plain(bert.KEYS).items() if k != "max_position_embeddin
 FAMILY = Family(hf_class="RobertaForMaskedLM", config_class="RobertaConfig", keys=KEYS,
                 activations=bert.ACTIVATIONS, activation_key="hidden_act",
                 shape=lambda config, net: roberta_shape(config),
-                state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]))
+                state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]),
+                classifier="RobertaForSequenceClassification")

@@ -257,3 +257,21 @@ def test_a_regression_reads_float_scores_and_has_one_output(tmp_path):
     assert data.dims["num_classes"] == 1 and data.dims["class_names"] is None
     labels = torch.cat([data.dataset(s).labels for s in ("train", "val", "test")])
     assert labels.dtype == torch.float32 and sorted(labels.tolist()) == [i / 4 for i in range(12)]
+
+
+def test_a_roberta_tokenizer_joins_a_pair_as_roberta_does(tmp_path):
+    """A tokenizer whose classifier token is <s> (RoBERTa's, from data.tokenizer= or init_from) joins a
+    pair as <s> a </s></s> b </s>, as RobertaTokenizer does."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<s>", "<pad>", "</s>", "<unk>", "a", "b", "c"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"x": "a b", "y": "c", "label": i % 2}) + "\n"
+                                                 for i in range(6)))
+    data = labelled(tmp_path, source="rows.jsonl", val="rows.jsonl", test="rows.jsonl", column="x", text_pair="y",
+                    tokenizer=str(tmp_path / "tok"))
+    ids, segments, _ = data.dataset("train")[0]
+    assert [words[i] for i in ids] == ["<s>", "a", "b", "</s>", "</s>", "c", "</s>"]

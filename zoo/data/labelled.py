@@ -81,18 +81,20 @@ def label_names(labels: list[Any]) -> list[str]:
     return [str(v) for v in sorted(distinct, key=float if numeric else str)]
 
 
-def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, length: int) -> tuple[list[int], list[int]]:
+def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, length: int,
+                double_sep: bool = False) -> tuple[list[int], list[int]]:
     """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` cut to ``length`` ids (the longer text loses
-    its last token first, Hugging Face's ``longest_first``), and its segment ids (0: a, 1: b)."""
+    its last token first, Hugging Face's ``longest_first``), and its segment ids (0: a, 1: b).
+    ``double_sep``: RoBERTa's pair, ``<s> a </s></s> b </s>``."""
     first, second = list(first), None if second is None else list(second)
-    room = length - (3 if second is not None else 2)
+    room = length - (2 if second is None else 3 + double_sep)
     while len(first) + len(second or []) > room:
         (first if second is None or len(first) >= len(second) else second).pop()
     ids = [cls, *first, sep]
     segments = [0] * len(ids)
     if second is not None:
-        ids += [*second, sep]
-        segments += [1] * (len(second) + 1)
+        ids += [sep] * double_sep + [*second, sep]
+        segments += [0] * double_sep + [1] * (len(second) + 1)
     return ids, segments
 
 
@@ -220,16 +222,17 @@ class LabelledText(ZooDataModule):
             return
         rows = self.read()
         self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(rows["train"]))
-        cls, sep = (self.tokenizer.token_id(self.role_token(names, role)) for names, role in ((CLS, "classifier"),
-                                                                                               (SEP, "separator")))
+        cls_token = self.role_token(CLS, "classifier")
+        cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
         self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))
+        double_sep = cls_token == "<s>"  # a RoBERTa tokenizer's pairs
         names, labels = self.labels(rows)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id,
                      "num_classes": 1 if names is None else len(names), "class_names": names}
         for split, split_rows in rows.items():
             firsts = self.tokenizer.encode_batch([a for a, _, _ in split_rows])
             seconds = self.tokenizer.encode_batch([b for _, b, _ in split_rows]) if self.columns[1] else None
-            encoded = [encode_pair(a, None if seconds is None else seconds[i], cls, sep, self.block_size)
+            encoded = [encode_pair(a, None if seconds is None else seconds[i], cls, sep, self.block_size, double_sep)
                        for i, a in enumerate(firsts)]
             self.splits[split] = Encoded([e[0] for e in encoded], [e[1] for e in encoded], labels[split])
         if len(self.splits["train"]) < self.batch_size:

@@ -275,3 +275,22 @@ def test_a_roberta_tokenizer_joins_a_pair_as_roberta_does(tmp_path):
                     tokenizer=str(tmp_path / "tok"))
     ids, segments, _ = data.dataset("train")[0]
     assert [words[i] for i in ids] == ["<s>", "a", "b", "</s>", "</s>", "c", "</s>"]
+
+
+@torch.no_grad()
+def test_init_from_reorders_the_classifier_to_the_datas_label_names(tmp_path):
+    """A folder whose id2label lists the data's names in another order: its classifier's rows are put
+    in the data's order, so that output i is the data's class i."""
+    from zoo.train.run import objective
+
+    torch.manual_seed(0)
+    hf = tiny_bert(3)
+    hf.config.id2label, hf.config.label2id = {0: "pos", 1: "neg", 2: "mixed"}, {"pos": 0, "neg": 1, "mixed": 2}
+    hf.save_pretrained(tmp_path)
+    cfg = compose_config(["model=bert", "task=classify", f"model.init_from={tmp_path}"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": VOCAB, "pad_id": 0, "num_classes": 3, "class_names": ["mixed", "neg", "pos"]}
+    net = objective(cfg).net.eval()
+    ids, segments, padding = pair_batch()
+    ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
+    assert_matches(net(ids, key_padding=padding, segments=segments), ref[:, [2, 1, 0]], what="reordered logits")

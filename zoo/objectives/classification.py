@@ -3,16 +3,20 @@ text's (a sentence or a pair: ``task=classify``), or one score per text (a regre
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from timm.data import Mixup
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
+from zoo.convert.hub import resolve
 from zoo.data.batches import ImageLabels, TextLabels, VideoClips
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
@@ -21,6 +25,35 @@ from zoo.plots import plot_clips, plot_confusion
 # Test views: the test inputs transformed, each scored as ``test/acc_<name>`` (what the model
 # does without what the view takes away). Chosen by name, so a checkpoint names no code.
 TEST_VIEWS = {"shuffled_frames": shuffle_frames}  # video clips (B, T, ...) with their frames in random order
+
+
+def folder_labels(folder: str) -> list[str] | None:
+    """The class names of a Hugging Face folder's ``config.json`` (``id2label``, in id order), if any."""
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return None
+    id2label = json.loads(config.read_text()).get("id2label") or {}
+    return [str(id2label[key]) for key in sorted(id2label, key=int)] or None
+
+
+@torch.no_grad()
+def align_labels(head: nn.Module, folder: str, names: list[str]) -> None:
+    """A classifier read from ``folder`` scores its own labels (its ``id2label``): where they are the
+    data's ``names`` in another order, its rows are put in the data's order; other names (``LABEL_0``,
+    ``NEGATIVE`` for the data's ``0``) keep the folder's order, which a warning names."""
+    theirs = folder_labels(folder)
+    proj = getattr(head, "proj", None)
+    if theirs is None or theirs == names or not isinstance(proj, nn.Linear) or len(theirs) != proj.out_features:
+        return
+    if sorted(theirs) == sorted(names):
+        order = torch.tensor([theirs.index(name) for name in names])
+        proj.weight.copy_(proj.weight[order])
+        if proj.bias is not None:
+            proj.bias.copy_(proj.bias[order])
+        rank_zero_info(f"{folder}'s classifier rows reordered from its id2label {theirs} to the data's {names}")
+    else:
+        warnings.warn(f"{folder}'s id2label names {theirs}, the data {names}: the classifier's outputs are kept "
+                      f"in the folder's order (output i is the data's {names[0]!r}, ...)", stacklevel=2)
 
 
 class Classification(Objective):
@@ -61,6 +94,8 @@ class Classification(Objective):
                  pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None,
                  test_views: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        if kwargs.get("init_from") and class_names and num_classes > 1:
+            align_labels(self.net.head, resolve(kwargs["init_from"]), list(plain(class_names)))
         test_views = list(plain(test_views) or [])
         unknown = sorted(set(test_views) - set(TEST_VIEWS))
         if unknown:

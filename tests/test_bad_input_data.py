@@ -140,6 +140,8 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
             "fsdd": "whisper", "librispeech": "whisper", "ljspeech": "whisper", "speechcommands": "whisper",
             "yesno": "whisper", "multi30k": "transformer", "text": "gpt", "tokens": "gpt", "tinyshakespeare": "gpt", "wikitext": "bert",
             "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
+# labelled rows: task=classify's (an encoder's config; the task changes no data key)
+MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
 
 
 def test_every_data_config_is_paired_above():

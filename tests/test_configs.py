@@ -31,6 +31,7 @@ CONF = ROOT / "conf"
 STAND_IN = {**DIMS, "class_names": ["a", "b"], "pixel_mean": [0.5] * 3, "pixel_std": [0.5] * 3, "max_objects": 6}
 # The top-level keys a config may name absolutely: what train.yaml holds for every group to read.
 ALLOWED_ROOTS = {"compile", "dims", "inputs", "optim", "seed", "trainer", "paths", "task_name"}
+ALLOWED_ROOTS |= {"task"}  # a family's defaults list picks its head by the task= group's choice (conf/task/)
 # ${key...} or ${oc.select:key,...}: the node key an interpolation names (resolvers such as
 # ${multiply:a,b} name none themselves; their arguments are interpolations of their own).
 KEY = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?=[},])")

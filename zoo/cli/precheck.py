@@ -200,9 +200,27 @@ def check_train(cfg: DictConfig, out: Path) -> None:
     # classes (torch), seconds rather than a fraction of one, but still before any run directory.
     choices = cfg.hydra.runtime.choices
     try:
+        check_task(cfg, choices.get("model", "?"))
         compat.batch_type(cfg.model, cfg.data, choices.get("model", "?"), choices.get("data", "?"))
     except ValueError as error:
         raise Refused(str(error)) from None
+
+
+def check_task(cfg: DictConfig, model: str) -> None:
+    """``task=`` swaps the head and objective of the families that have one for it (their conf/model
+    file pulls in conf/objective/<kind>/<task>.yaml); any other family keeps its own objective, and
+    is refused here in one line naming its objective and batches and the task's."""
+    task = cfg.get("task")
+    wanted = task.get("objective") if task is not None else None
+    if not wanted or cfg.model.get("_target_") == wanted:
+        return
+    import hydra
+
+    own, other = hydra.utils.get_class(cfg.model._target_), hydra.utils.get_class(wanted)
+    raise ValueError(f"task={task.name}: model={model} is a {own.__name__} family ({' or '.join(t.__name__ for t in own.accepted(cfg.model))} "
+                     f"batches) with no {task.name} head; task={task.name} trains a {other.__name__} on "
+                     f"{' or '.join(t.__name__ for t in other.accepted(cfg.model))} batches: pick an encoder family (bert, roberta, "
+                     f"distilbert, ...)")
 
 
 def check(command: str, config: str, arguments: list[str]) -> None:

@@ -14,16 +14,17 @@ Three ways in:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped, read_checkpoint_dir
-from zoo.convert.family import REQUIRED, Family, config_only, copies, plain
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, leave_out, load_mapped,
+                               read_checkpoint_dir)
+from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -154,6 +155,72 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
     load_mapped(net, state)
 
 
+# task=classify: the zoo's ClassifierHead module -> the Hugging Face modules it may be read from, in
+# BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier; a bare
+# BertModel's pooler has no prefix).
+BERT_CLASSIFIER = {"dense": ("bert.pooler.dense", "pooler.dense"), "proj": ("classifier",)}
+def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, tuple[str, ...]],
+                     num_classes: int) -> dict[str, Tensor]:
+    """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
+    classifier head read from ``hf`` at ``places`` (zoo head module -> Hugging Face modules, the first
+    present). A
+    classifier of another number of labels is left out (it starts from scratch, as Hugging Face's
+    ``ignore_mismatched_sizes``)."""
+    state = leave_out(encoder, HEAD_PREFIX)
+    for zoo, names in places.items():
+        for part in (".weight", ".bias"):
+            found = next((hf[name + part] for name in names if name + part in hf), None)
+            if found is not None:
+                state[f"{HEAD_PREFIX}{zoo}{part}"] = found
+    proj = state.get(f"{HEAD_PREFIX}proj.weight")
+    if proj is not None and proj.shape[0] != num_classes:
+        warnings.warn(f"the checkpoint's classifier has {proj.shape[0]} labels, the data {num_classes}: the "
+                      f"classifier starts from scratch")
+        state = leave_out(state, f"{HEAD_PREFIX}proj.")
+    return state
+
+
+def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """load_mapped, keeping the net's fresh classifier weights where the checkpoint has none (an
+    encoder or MLM checkpoint, or a classifier of another label set)."""
+    fresh = {k: v for k, v in net.state_dict().items() if k.startswith(HEAD_PREFIX) and k not in state}
+    if fresh:
+        warnings.warn(f"{source} has no {sorted(fresh)}: those start from scratch")
+    load_mapped(net, state | fresh)
+
+
+def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], encoder: dict[str, Tensor],
+                 hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
+    """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
+    head, or under task=classify with its sequence classifier read from ``hf`` at ``places``."""
+    if is_classifier(net_cfg):
+        head = classifier_state(hf, encoder, places, net_cfg["head"]["num_classes"])
+        return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
+    return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
+
+
+def without_head(shape: dict[str, Any]) -> dict[str, Any]:
+    """An encoder's import shape without the MLM head's keys (a classifier has its own)."""
+    return {k: v for k, v in shape.items() if not k.startswith(HEAD_PREFIX)}
+
+
+def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, ...]],
+                      shape: Callable[[dict[str, Any]], dict[str, Any]],
+                      rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]]) -> Family:
+    """The export of an encoder family (``base``, its MLM class) under task=classify: ``hf_class`` (its
+    ``*ForSequenceClassification``), its config's ``num_labels`` the head's width, its head read at
+    ``places``; ``shape`` and ``rename`` are the family's import shape and weight renaming."""
+    def classifier_shape(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
+        labels = config.get("num_labels") or len(config["id2label"])  # a saved config.json keeps id2label only
+        return without_head(shape(config)) | {"head.num_classes": labels}
+
+    def state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+        return classifier_state(hf, rename(hf, net["n_layers"]), places, net["head"]["num_classes"])
+
+    return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
+                   state_dict=state_dict, marks_checkpoints=False, classifier=None)
+
+
 @torch.no_grad()
 def from_transformers(hf_model) -> nn.Module:
     """A zoo BERT (built from conf/model/bert.yaml) holding ``hf_model``'s weights."""
@@ -185,11 +252,12 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = bert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, bert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+    return init_encoder(net_cfg, path, shape, bert_state_dict(state, shape["n_layers"]), state, BERT_CLASSIFIER)
 
 
 # written by the export, not read by the import (a fine-tuning run keeps its own dropout)
 DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout_prob": "block.attn_dropout"}
 FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
-                state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]))
+                state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
+                classifier="BertForSequenceClassification")

@@ -7,15 +7,13 @@ and config keys (``dim``, ``hidden_dim``, ``n_heads``, ``activation``). Every La
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import ACTIVATIONS, Layout, activation, dependent, encoder_state_dict, load_mlm
-from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, read_checkpoint_dir,
-                               shape_overrides)
+from zoo.convert.bert import ACTIVATIONS, Layout, activation, dependent, encoder_state_dict, init_encoder, load_mlm
+from zoo.convert.common import ConfigKeys, build_net, check_keys, check_vocab, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import REQUIRED, Family, copies, plain
 
 MODEL_TYPES = ("distilbert",)  # the config.json model_type values this converter reads
@@ -42,6 +40,10 @@ DISTILBERT = Layout(
             "ffn.fc_in": "ffn.lin1", "ffn.fc_out": "ffn.lin2", "ffn_norm": "output_layer_norm"},
     head={"dense": "vocab_transform", "norm": "vocab_layer_norm"},
     head_bias=("vocab_projector.bias",), decoder="vocab_projector.weight")
+
+
+# task=classify: DistilBertForSequenceClassification's head (pre_classifier + ReLU on [CLS], then classifier)
+DISTILBERT_CLASSIFIER = {"dense": ("pre_classifier",), "proj": ("classifier",)}
 
 
 def distilbert_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +75,8 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = distilbert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, distilbert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+    return init_encoder(net_cfg, path, shape, distilbert_state_dict(state, shape["n_layers"]), state,
+                        DISTILBERT_CLASSIFIER)
 
 
 FAMILY = Family(hf_class="DistilBertForMaskedLM", config_class="DistilBertConfig",
@@ -81,4 +84,5 @@ FAMILY = Family(hf_class="DistilBertForMaskedLM", config_class="DistilBertConfig
                 activations=ACTIVATIONS, activation_key="activation",
                 shape=lambda config, net: distilbert_shape(config),
                 state_dict=lambda sd, net: distilbert_state_dict(sd, net["n_layers"]),
-                extra=lambda net: {"sinusoidal_pos_embds": net["embedder"]["positions"] == "sinusoidal"})
+                extra=lambda net: {"sinusoidal_pos_embds": net["embedder"]["positions"] == "sinusoidal"},
+                classifier="DistilBertForSequenceClassification")

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at
+from zoo.convert.family import Family, at, is_classifier
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -240,6 +240,15 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
     return out
 
 
+def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
+    """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``)."""
+    family = FAMILIES.get(hf_class) if hf_class else None
+    if family is not None and family.classifier and is_classifier(net):
+        return family.classifier
+    return hf_class
+
+
 def _empty_out(out: Path, overwrite: bool) -> None:
     """Refuse an ``out`` that is a file, or a folder holding anything, unless ``overwrite``."""
     if out.is_file() or out.is_symlink():
@@ -343,7 +352,8 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     objective = load(ckpt)
     net, hparams = objective.net, objective.hparams
     named = hf_class is not None
-    hf_class = None if hf_class == ZOO_FORMAT else hf_class or BY_CONVERTER.get(hparams.get("converter"))
+    hf_class = None if hf_class == ZOO_FORMAT else \
+        hf_class or classifier_class(BY_CONVERTER.get(hparams.get("converter")), hparams.net)
     tokenizer = tokenizer_of(ckpt) if hparams.get("tokenizer") else None
     if hf_class in FAMILIES:  # token ids the Hugging Face class reads otherwise than the run, renumbered first
         with _as_its_class(ckpt, hparams, hf_class, named):

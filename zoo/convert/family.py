@@ -39,6 +39,11 @@ def at(net: dict[str, Any], path: str) -> Any:
     return OmegaConf.select(OmegaConf.create(net), path)
 
 
+def is_classifier(net: dict[str, Any]) -> bool:
+    """Whether the net (its plain config) ends in a classifier head (task=classify, ViT)."""
+    return net.get("head", {}).get("_target_") == "zoo.nn.heads.ClassifierHead"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -148,3 +153,6 @@ class Family:
     # a checkpoint whose model.converter is this module's is exported to hf_class (ViTDet: no, the
     # class is the backbone and a zoo ViTDet a classifier; named with hf_class=)
     marks_checkpoints: bool = True
+    # the transformers class of this family with a sequence classifier in place of its head
+    # (task=classify: ``zoo export`` writes it for a net whose head is a ``ClassifierHead``)
+    classifier: str | None = None

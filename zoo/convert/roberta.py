@@ -16,15 +16,14 @@ class names: a run with ``model.converter=zoo.convert.xlm_roberta.pretrained`` i
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from zoo.convert import bert
-from zoo.convert.bert import BERT, Layout, encoder_state_dict, load_mlm
-from zoo.convert.common import build_net, check_keys, check_vocab, init_net, read_checkpoint_dir, shape_overrides
+from zoo.convert.bert import BERT, Layout, encoder_state_dict, init_encoder, load_mlm
+from zoo.convert.common import build_net, check_keys, check_vocab, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import Family, plain
 
 MODEL_TYPES = ("roberta", "xlm-roberta")  # the config.json model_type values this converter reads
@@ -32,6 +31,10 @@ ROBERTA = Layout(prefix="roberta.", embedder=BERT.embedder, layer=BERT.layer, bl
                  head={"dense": "lm_head.dense", "norm": "lm_head.layer_norm"},
                  head_bias=("lm_head.bias", "lm_head.decoder.bias"),  # tied: save_pretrained writes one
                  decoder="lm_head.decoder.weight")
+
+
+# task=classify: RobertaForSequenceClassification's head (dense + tanh on <s>, then out_proj)
+ROBERTA_CLASSIFIER = {"dense": ("classifier.dense",), "proj": ("classifier.out_proj",)}
 
 
 def roberta_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = roberta_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
-    return init_net(net_cfg, shape, roberta_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
+    return init_encoder(net_cfg, path, shape, roberta_state_dict(state, shape["n_layers"]), state, ROBERTA_CLASSIFIER)
 
 
 KEYS = {k: v for k, v in plain(bert.KEYS).items() if k != "max_position_embeddings"} | bert.DROPOUT_KEYS | {
@@ -80,4 +83,5 @@ KEYS = {k: v for k, v in plain(bert.KEYS).items() if k != "max_position_embeddin
 FAMILY = Family(hf_class="RobertaForMaskedLM", config_class="RobertaConfig", keys=KEYS,
                 activations=bert.ACTIVATIONS, activation_key="hidden_act",
                 shape=lambda config, net: roberta_shape(config),
-                state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]))
+                state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]),
+                classifier="RobertaForSequenceClassification")

@@ -231,3 +231,24 @@ class ImageCaptions(NamedTuple):
     @property
     def items(self) -> int:
         return self.images.shape[0]
+
+
+class TextLabels(NamedTuple):
+    """Texts (one sentence or a pair) with one label each, for a sequence classifier.
+
+    tokens (B, L) int64 ids (``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``); padding (B, L) bool,
+    True at real tokens; segments (B, L) int64, 0 for the first text and 1 for the second (BERT's
+    token types); labels (B,) int64 class indices, or float scores for a regression (STS-B)."""
+
+    tokens: Tensor
+    padding: Tensor
+    segments: Tensor
+    labels: Tensor
+
+    @property
+    def samples(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.padding.sum())

@@ -21,6 +21,7 @@ def quick_gelu(x: Tensor) -> Tensor:
 
 ACTIVATIONS = {
     "relu": F.relu,
+    "tanh": torch.tanh,  # BERT's and RoBERTa's sequence-classifier poolers (zoo.nn.heads.ClassifierHead)
     "gelu": F.gelu,  # exact (erf) GELU: BERT, ViT, Whisper
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2, T5 v1.1
     "quick_gelu": quick_gelu,  # CLIP

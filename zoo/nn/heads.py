@@ -80,17 +80,21 @@ class ClassifierHead(nn.Module):
     patch, so timm's average pooling leaves it out); ``pool="cls_mean"`` reads both side by
     side, (B, 2D) (Hugging Face's ``Dinov2ForImageClassification``). ``norm_eps`` adds a LayerNorm
     after pooling (timm's ``fc_norm``, used with average pooling in place of the
-    stack's final norm).
+    stack's final norm). ``pooler`` adds a dense layer and that activation before the classifier,
+    as Hugging Face's sequence classifiers do: BERT's pooler and RoBERTa's classification head
+    (``tanh``), DistilBERT's pre-classifier (``relu``).
     """
 
     def __init__(self, d_model: int, num_classes: int, pool: str = "cls", prefix_tokens: int = 1,
-                 norm_eps: float | None = None, dropout: float = 0.0):
+                 norm_eps: float | None = None, dropout: float = 0.0, pooler: str | None = None):
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}: expected one of {list(POOLS)}")
         self.pool, self.prefix_tokens = pool, prefix_tokens
         width = d_model * (2 if pool == "cls_mean" else 1)  # the pooled vector's
         self.norm = nn.LayerNorm(width, eps=norm_eps) if norm_eps is not None else None
+        self.dense = nn.Linear(width, width) if pooler is not None else None
+        self.act = get_activation(pooler) if pooler is not None else None
         self.dropout = nn.Dropout(dropout)
         self.proj = nn.Linear(width, num_classes)
 
@@ -103,6 +107,8 @@ class ClassifierHead(nn.Module):
             pooled = mean if self.pool == "mean" else torch.cat([x[:, 0], mean], -1)
         if self.norm is not None:
             pooled = self.norm(pooled)
+        if self.dense is not None:
+            pooled = self.act(self.dense(pooled))
         return self.proj(self.dropout(pooled))
 
 

@@ -1,17 +1,23 @@
-"""Classification (ViT, or any encoder with a classifier head): one label per input."""
+"""Classification (ViT, or any encoder with a classifier head): one label per input, an image's or a
+text's (a sentence or a pair: ``task=classify``), or one score per text (a regression: STS-B)."""
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from timm.data import Mixup
 from torch import Tensor, nn
-from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix
+from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
-from zoo.data.batches import ImageLabels, VideoClips
+from zoo.convert.hub import resolve
+from zoo.data.batches import ImageLabels, TextLabels, VideoClips
 from zoo.data.videos import shuffle_frames
 from zoo.objectives.base import Objective, plain
 from zoo.plots import plot_clips, plot_confusion
@@ -21,9 +27,43 @@ from zoo.plots import plot_clips, plot_confusion
 TEST_VIEWS = {"shuffled_frames": shuffle_frames}  # video clips (B, T, ...) with their frames in random order
 
 
+def folder_labels(folder: str) -> list[str] | None:
+    """The class names of a Hugging Face folder's ``config.json`` (``id2label``, in id order), if any."""
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return None
+    id2label = json.loads(config.read_text()).get("id2label") or {}
+    return [str(id2label[key]) for key in sorted(id2label, key=int)] or None
+
+
+@torch.no_grad()
+def align_labels(head: nn.Module, folder: str, names: list[str]) -> None:
+    """A classifier read from ``folder`` scores its own labels (its ``id2label``): where they are the
+    data's ``names`` in another order, its rows are put in the data's order; other names (``LABEL_0``,
+    ``NEGATIVE`` for the data's ``0``) keep the folder's order, which a warning names."""
+    theirs = folder_labels(folder)
+    proj = getattr(head, "proj", None)
+    if theirs is None or theirs == names or not isinstance(proj, nn.Linear) or len(theirs) != proj.out_features:
+        return
+    if sorted(theirs) == sorted(names):
+        order = torch.tensor([theirs.index(name) for name in names])
+        proj.weight.copy_(proj.weight[order])
+        if proj.bias is not None:
+            proj.bias.copy_(proj.bias[order])
+        rank_zero_info(f"{folder}'s classifier rows reordered from its id2label {theirs} to the data's {names}")
+    else:
+        warnings.warn(f"{folder}'s id2label names {theirs}, the data {names}: the classifier's outputs are kept "
+                      f"in the folder's order (output i is the data's {names[0]!r}, ...)", stacklevel=2)
+
+
 class Classification(Objective):
-    """Cross-entropy of the class logits. Batches are :class:`ImageLabels` (images, labels (B,) int);
-    :class:`VideoClassification` reads video clips.
+    """Cross-entropy of the class logits. Batches are :class:`ImageLabels` (images, labels (B,) int),
+    or :class:`TextLabels` where the network embeds tokens (an encoder under ``task=classify``: its
+    segment ids go in where the embedder has two or more token types); :class:`VideoClassification`
+    reads video clips. ``num_classes=1`` is a regression, as Hugging Face's ``num_labels=1``: the
+    mean squared error of the one output against float labels.
+
+    Metrics: accuracy and macro F1 (val / test), or Pearson and Spearman correlations for a regression.
 
     Args (besides :class:`Objective`'s):
         num_classes: number of classes (the head's width).
@@ -42,11 +82,20 @@ class Classification(Objective):
 
     accepts = (ImageLabels,)
 
+    @classmethod
+    def accepted(cls, model_cfg: Any) -> tuple[type, ...]:
+        """Text with labels where the network embeds tokens, else what the class reads (images, clips)."""
+        net = model_cfg.get("net") or {}  # a model config, or a checkpoint's hparams
+        embedder = net.get("embedder") or {}
+        return (TextLabels,) if str(embedder.get("_target_", "")).endswith(".TokenEmbedder") else cls.accepts
+
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,
                  pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None,
                  test_views: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        if kwargs.get("init_from") and class_names and num_classes > 1:
+            align_labels(self.net.head, resolve(kwargs["init_from"]), list(plain(class_names)))
         test_views = list(plain(test_views) or [])
         unknown = sorted(set(test_views) - set(TEST_VIEWS))
         if unknown:
@@ -59,14 +108,40 @@ class Classification(Objective):
         # timm's Mixup folds the label smoothing into the soft targets it makes.
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)
                       if mixup else None)
-        self.accuracy = {split: MulticlassAccuracy(num_classes, average="micro") for split in ("train", "val", "test")}
-        for split, metric in self.accuracy.items():  # registered so they move with the module
-            self.add_module(f"{split}_accuracy", metric)
-        self.confusion = MulticlassConfusionMatrix(num_classes)
+        self.regression = num_classes == 1
+        segments = getattr(getattr(self.net, "embedder", None), "segments", None)
+        self.reads_segments = segments is not None and segments.num_embeddings > 1  # BERT's token types
+        # registered so they move with the module; val and test only where they are not a classifier's
+        self.scores = {split: self._metrics(split) for split in ("train", "val", "test")}
+        for split, metrics in self.scores.items():
+            self.add_module(f"{split}_scores", metrics)
+        self.accuracy = {split: metrics["acc"] for split, metrics in self.scores.items() if "acc" in metrics}
+        self.confusion = None if self.regression else MulticlassConfusionMatrix(num_classes)
         self.view_accuracy = nn.ModuleDict({name: MulticlassAccuracy(num_classes, average="micro") for name in test_views})
 
-    def training_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> Tensor:
-        inputs, labels = batch  # images or clips: the network's one input, and the labels
+    def _metrics(self, split: str) -> nn.ModuleDict:
+        """A split's metrics: accuracy (and macro F1 past training), or a regression's correlations."""
+        if self.regression:
+            return nn.ModuleDict({} if split == "train" else {"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
+        metrics = {"acc": MulticlassAccuracy(self.num_classes, average="micro")}
+        return nn.ModuleDict(metrics | ({} if split == "train" else
+                                        {"f1": MulticlassF1Score(self.num_classes, average="macro")}))
+
+    def logits(self, batch: ImageLabels | VideoClips | TextLabels) -> Tensor:
+        """The network's class logits (B, num_classes) for a batch, in float32."""
+        if isinstance(batch, TextLabels):
+            segments = batch.segments if self.reads_segments else None
+            return self.forward_net(batch.tokens, key_padding=batch.padding, segments=segments).float()
+        return self.forward_net(batch[0]).float()
+
+    def loss(self, logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
+        """Cross-entropy, or a regression's mean squared error."""
+        if self.regression:
+            return F.mse_loss(logits.squeeze(-1), labels.float())
+        return F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
+
+    def training_step(self, batch: ImageLabels | VideoClips | TextLabels, batch_idx: int) -> Tensor:
+        inputs, labels = batch[0], batch[-1]  # images, clips or tokens: the network's input; the labels
         self.flops_per_batch = self.net.batch_flops(inputs)
         if self.mixup is not None:
             if inputs.shape[0] % 2:
@@ -75,28 +150,32 @@ class Classification(Objective):
             logits = self.forward_net(inputs).float()
             loss = F.cross_entropy(logits, targets)
         else:
-            logits = self.forward_net(inputs).float()
-            loss = F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)
-            self.accuracy["train"](logits, labels)  # mixed images have no single right answer
-            self.log("train/acc", self.accuracy["train"], on_step=True, on_epoch=False)
+            logits = self.logits(batch)
+            loss = self.loss(logits, labels, self.label_smoothing)
+            if not self.regression:
+                self.accuracy["train"](logits, labels)  # mixed images have no single right answer
+                self.log("train/acc", self.accuracy["train"], on_step=True, on_epoch=False)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
         return loss
 
-    def _evaluate(self, batch: ImageLabels | VideoClips, split: str) -> Tensor:
-        """Log loss and accuracy of a batch; return its logits (B, num_classes)."""
-        inputs, labels = batch
-        logits = self.forward_net(inputs).float()
-        self.log(f"{split}/loss", F.cross_entropy(logits, labels), prog_bar=True, sync_dist=True)
-        self.accuracy[split](logits, labels)
-        self.log(f"{split}/acc", self.accuracy[split], prog_bar=True)
+    def _evaluate(self, batch: ImageLabels | VideoClips | TextLabels, split: str) -> Tensor:
+        """Log loss and metrics of a batch; return its logits (B, num_classes)."""
+        labels = batch[-1]
+        logits = self.logits(batch)
+        self.log(f"{split}/loss", self.loss(logits, labels), prog_bar=True, sync_dist=True, batch_size=len(labels))
+        for name, metric in self.scores[split].items():
+            metric(logits.squeeze(-1) if self.regression else logits, labels.float() if self.regression else labels)
+            self.log(f"{split}/{name}", metric, prog_bar=name in ("acc", "spearman"), batch_size=len(labels))
         return logits
 
     def validation_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
-    def test_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> None:
-        inputs, labels = batch
-        self.confusion.update(self._evaluate(batch, "test"), labels)
+    def test_step(self, batch: ImageLabels | VideoClips | TextLabels, batch_idx: int) -> None:
+        inputs, labels = batch[0], batch[-1]
+        logits = self._evaluate(batch, "test")
+        if self.confusion is not None:
+            self.confusion.update(logits, labels)
         for name, accuracy in self.view_accuracy.items():
             view = TEST_VIEWS[name](inputs, torch.Generator().manual_seed(batch_idx))
             accuracy(self.forward_net(view).float(), labels)
@@ -104,6 +183,8 @@ class Classification(Objective):
 
     def on_test_epoch_end(self) -> None:
         super().on_test_epoch_end()
+        if self.confusion is None:
+            return
         matrix = self.confusion.compute().cpu()  # summed over processes
         self.confusion.reset()
         if self.trainer.is_global_zero and matrix.sum() > 0:

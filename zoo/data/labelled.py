@@ -1,0 +1,246 @@
+"""Labelled text rows for a sequence classifier (``task=classify``): ``data=sst2``, ``data=stsb``,
+``data=rte``, or your own rows with ``data=labelled data.source=FILE data.column=COL
+data.text_pair=COL data.label=COL``.
+
+Rows are read through Hugging Face ``datasets`` as ``data=text`` reads them (``zoo.data.text``:
+``.jsonl`` / ``.json`` / ``.csv`` / ``.tsv`` / ``.parquet`` files or a ``save_to_disk`` folder). The
+label names and their count come from the training split (sorted, as Hugging Face's ``run_glue.py``
+orders them) and are handed to the head as ``${dims.num_classes}`` / ``${dims.class_names}``; a
+regression (``data.regression=true``, STS-B) has one output and float labels.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from zoo.data.base import ZooDataModule
+from zoo.data.batches import TextLabels
+from zoo.data.checks import utf8_text
+from zoo.data.text import ROW_FORMATS, hold_out, is_saved_dataset, locate
+from zoo.data.tokenizers import HFTokenizer
+from zoo.terminal import on_terminal
+
+# Role tokens, Hugging Face's names first: BERT's WordPiece, then RoBERTa's BPE.
+CLS, SEP, PAD, UNK, MASK = ("[CLS]", "<s>"), ("[SEP]", "</s>"), ("[PAD]", "<pad>"), ("[UNK]", "<unk>"), ("[MASK]", "<mask>")
+QUOTING = {"csv": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}  # data.quoting: how a CSV / TSV file quotes
+Row = tuple[str, str | None, Any]  # (text, its pair or None, label)
+
+
+def read_rows(source: str, key: str, columns: tuple[str, str | None, str], quoting: str, cache_dir: Path) -> list[Row]:
+    """The (text, pair, label) of each row of ``source`` (the value of config key ``key``): a rows file
+    or a ``save_to_disk`` folder. A missing column is refused listing those there, a text that is not
+    text naming its record (1-based)."""
+    import datasets
+
+    path = Path(source).expanduser()
+    if is_saved_dataset(path):
+        rows = datasets.load_from_disk(str(path))
+    else:
+        suffix = path.suffix.lower()
+        if not path.is_file() or suffix not in ROW_FORMATS:
+            raise ValueError(f"{key}={source}: expected a rows file ({', '.join(ROW_FORMATS)}) or a save_to_disk "
+                             f"folder")
+        builder, options = ROW_FORMATS[suffix]
+        if builder == "csv":
+            options = options | {"quoting": QUOTING[quoting]}
+        if builder != "parquet":
+            utf8_text(path.read_bytes(), path)
+        if not on_terminal():
+            datasets.disable_progress_bars()
+        try:
+            rows = datasets.load_dataset(builder, data_files=str(path), split="train",
+                                         cache_dir=str(cache_dir / "datasets"), **options)
+        except Exception as err:  # datasets' errors are long and name the builder, not always the file
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
+    text, pair, label = columns
+    for name, column in (("column", text), ("text_pair", pair), ("label", label)):
+        if column is not None and column not in rows.column_names:
+            raise ValueError(f"{path} has no column {column!r} (data.{name}={column}): its columns are "
+                             f"{rows.column_names}")
+    texts, pairs, labels = rows[text], rows[pair] if pair else [None] * len(rows), rows[label]
+    for i, (a, b) in enumerate(zip(texts, pairs)):
+        if not isinstance(a, str) or (pair and not isinstance(b, str)):
+            raise ValueError(f"{path} record {i + 1}: its text {(a, b) if pair else a!r} is not text "
+                             f"(data.column / data.text_pair name the columns of text)")
+    if not texts:
+        raise ValueError(f"{key}={source} holds no rows")
+    return list(zip(texts, pairs, labels))
+
+
+def label_names(labels: list[Any]) -> list[str]:
+    """The classes of a split's labels, sorted (numbers by value): the head's output order."""
+    distinct = set(labels)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in distinct)
+    return [str(v) for v in sorted(distinct, key=float if numeric else str)]
+
+
+def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, length: int,
+                double_sep: bool = False) -> tuple[list[int], list[int]]:
+    """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` cut to ``length`` ids (the longer text loses
+    its last token first, Hugging Face's ``longest_first``), and its segment ids (0: a, 1: b).
+    ``double_sep``: RoBERTa's pair, ``<s> a </s></s> b </s>``."""
+    first, second = list(first), None if second is None else list(second)
+    room = length - (2 if second is None else 3 + double_sep)
+    while len(first) + len(second or []) > room:
+        (first if second is None or len(first) >= len(second) else second).pop()
+    ids = [cls, *first, sep]
+    segments = [0] * len(ids)
+    if second is not None:
+        ids += [sep] * double_sep + [*second, sep]
+        segments += [0] * double_sep + [1] * (len(second) + 1)
+    return ids, segments
+
+
+class Encoded(Dataset):
+    """One split's rows as (ids, segments, label) items; :meth:`collate` pads a batch of them."""
+
+    def __init__(self, ids: list[list[int]], segments: list[list[int]], labels: Tensor):
+        self.ids, self.segments, self.labels = ids, segments, labels
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int], Tensor]:
+        return self.ids[i], self.segments[i], self.labels[i]
+
+
+def collate(items: list[tuple[list[int], list[int], Tensor]], pad_id: int) -> TextLabels:
+    """Items padded to the batch's longest (right padding, ``pad_id``; segments 0 there)."""
+    width = max(len(ids) for ids, _, _ in items)
+    tokens = torch.full((len(items), width), pad_id, dtype=torch.long)
+    segments = torch.zeros((len(items), width), dtype=torch.long)
+    for row, (ids, seg, _) in enumerate(items):
+        tokens[row, : len(ids)], segments[row, : len(seg)] = torch.tensor(ids), torch.tensor(seg)
+    padding = torch.arange(width)[None] < torch.tensor([len(ids) for ids, _, _ in items])[:, None]
+    return TextLabels(tokens, padding, segments, torch.stack([label for _, _, label in items]))
+
+
+class _Collate:
+    """A picklable collate (DataLoader workers) holding the padding id."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, items: list) -> TextLabels:
+        return collate(items, self.pad_id)
+
+
+class LabelledText(ZooDataModule):
+    """Rows of text (and an optional second text) with a label, as :class:`TextLabels` batches.
+
+    Args:
+        source: the training rows (a file or a save_to_disk folder; relative: also looked for under
+            ``data_dir``).
+        column / text_pair / label: the columns of the text, of the second text (None: one sentence)
+            and of the label.
+        val / test: rows of the validation / test split; None: ``val_fraction`` / ``test_fraction`` of
+            ``source``'s rows held out, drawn by ``seed``.
+        regression: the label is a score (one output, mean squared error), not a class.
+        quoting: ``csv`` (a field in quotes may hold the delimiter, as spreadsheet tools write) or
+            ``none`` (a quote is a character: GLUE's TSV files).
+        tokenizer: ``wordpiece`` (``vocab_size`` entries learnt from the training texts) or a folder
+            holding a ``tokenizer.json`` / ``vocab.txt``; ``tokenizer_from`` (fine-tuning) replaces it.
+        block_size: the longest sequence (the model's context).
+    """
+
+    yields = (TextLabels,)
+    drop_last = True
+
+    def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int, source: str | None = None,
+                 column: str = "sentence", text_pair: str | None = None, label: str = "label",
+                 val: str | None = None, test: str | None = None, val_fraction: float = 0.1,
+                 test_fraction: float = 0.1, regression: bool = False, quoting: str = "csv",
+                 tokenizer: str = "wordpiece", vocab_size: int = 8192, seed: int = 1337,
+                 tokenizer_from: str | None = None, num_workers: int = 0):
+        super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
+        if not source:
+            raise ValueError("data.source is not set: name the training rows, e.g. data.source=train.tsv "
+                             "data.column=sentence data.label=label")
+        if quoting not in QUOTING:
+            raise ValueError(f"data.quoting={quoting}: expected one of {', '.join(QUOTING)}")
+        if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
+            raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+        self.sources = {"train": locate(str(source), self.data_dir)}
+        self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
+        self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
+                          if split not in self.sources}
+        self.columns = (column, text_pair, label)
+        self.regression, self.quoting, self.seed = regression, quoting, seed
+        self.tokenizer_kind, self.vocab_size, self.block_size = tokenizer, vocab_size, block_size
+        self.splits: dict[str, Encoded] = {}
+        self.pad_id = 0
+
+    def read(self) -> dict[str, list[Row]]:
+        """Every split's rows: read from its source, or held out of the training rows."""
+        cache = self.cache_dir / "labelled"
+        rows = {split: read_rows(s, f"data.{'source' if split == 'train' else split}", self.columns, self.quoting, cache)
+                for split, s in self.sources.items()}
+        if self.fractions:
+            if len(rows["train"]) < 3:
+                raise ValueError(f"data.source={self.sources['train']} holds {len(rows['train'])} row(s), too few to "
+                                 f"hold out {sorted(self.fractions)}: give more rows, or data.val= and data.test=")
+            held = hold_out(list(range(len(rows["train"]))), self.fractions, self.seed, self.sources["train"])
+            rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *self.fractions)}
+        return rows
+
+    def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
+        """WordPiece learnt from the training texts (case kept), or the folder ``data.tokenizer`` names."""
+        if self.tokenizer_kind != "wordpiece":
+            return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
+        texts = [t for a, b, _ in rows for t in (a, b) if t]
+        return HFTokenizer.train_wordpiece(texts, self.vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+
+    def labels(self, rows: dict[str, list[Row]]) -> tuple[list[str] | None, dict[str, Tensor]]:
+        """The class names (None for a regression) and each split's labels as a tensor; a label of val
+        or test that the training rows never have is refused, naming it."""
+        if self.regression:
+            try:
+                return None, {split: torch.tensor([float(y) for *_, y in r]) for split, r in rows.items()}
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"data.label={self.columns[2]} with data.regression=true: a label is not a "
+                                 f"number ({err})") from None
+        names = label_names([y for *_, y in rows["train"]])
+        index = {name: i for i, name in enumerate(names)}
+        out = {}
+        for split, split_rows in rows.items():
+            unknown = sorted({str(y) for *_, y in split_rows} - set(index))
+            if unknown:
+                raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
+                                 f"(those are {names[:10]})")
+            out[split] = torch.tensor([index[str(y)] for *_, y in split_rows])
+        return names, out
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        rows = self.read()
+        self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(rows["train"]))
+        cls_token = self.role_token(CLS, "classifier")
+        cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
+        self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))
+        double_sep = cls_token == "<s>"  # a RoBERTa tokenizer's pairs
+        names, labels = self.labels(rows)
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id,
+                     "num_classes": 1 if names is None else len(names), "class_names": names}
+        for split, split_rows in rows.items():
+            firsts = self.tokenizer.encode_batch([a for a, _, _ in split_rows])
+            seconds = self.tokenizer.encode_batch([b for _, b, _ in split_rows]) if self.columns[1] else None
+            encoded = [encode_pair(a, None if seconds is None else seconds[i], cls, sep, self.block_size, double_sep)
+                       for i, a in enumerate(firsts)]
+            self.splits[split] = Encoded([e[0] for e in encoded], [e[1] for e in encoded], labels[split])
+        if len(self.splits["train"]) < self.batch_size:
+            raise ValueError(f"data.source={self.sources['train']}: {len(self.splits['train'])} training rows, fewer "
+                             f"than one batch of data.batch_size={self.batch_size}")
+
+    def dataset(self, split: str) -> Dataset:
+        return self.splits[split]
+
+    def collate_fn(self) -> _Collate:
+        return _Collate(self.pad_id)

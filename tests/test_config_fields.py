@@ -50,12 +50,13 @@ TINY: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 32},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
+    "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
+               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
@@ -67,7 +68,8 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_s
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
                 "activation_function": ("relu",), "summary_type": ("last",), "problem_type": ("regression",),
-                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",)}
+                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
+                "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu")}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()
@@ -108,11 +110,15 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary, or (2, C, S, S) images of its size."""
+    """(2, 13) token ids of the config's vocabulary (and (2, 11) the decoder's, of an encoder-decoder),
+    or (2, C, S, S) images of its size."""
     gen = torch.Generator().manual_seed(1)
     if "image_size" in config:
         return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
-    return torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+    ids = torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+    if config.get("is_encoder_decoder"):
+        return ids, torch.randint(0, config["vocab_size"], (2, LENGTH - 2), generator=gen)
+    return ids
 
 
 def reference(family: str, changed: dict[str, Any]) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None:

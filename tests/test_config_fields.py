@@ -30,6 +30,8 @@ DECODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hi
            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32}
 ENCODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
            "num_attention_heads": 4, "max_position_embeddings": 32}
+BART = {"vocab_size": 61, "max_position_embeddings": 32, "encoder_layers": 2, "decoder_layers": 2, "d_model": 32,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48}
 # family module -> its tiny config's values (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
@@ -50,13 +52,14 @@ TINY: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 32},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
+    "bart": BART, "mbart": BART,
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "videomae",
+NOT_COVERED = {"beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
+               "hubert", "llava", "modernbert", "siglip", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
@@ -67,7 +70,7 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_s
              "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
-                "activation_function": ("relu",), "summary_type": ("last",), "problem_type": ("regression",),
+                "activation_function": ("relu", "gelu"), "summary_type": ("last",), "problem_type": ("regression",),
                 "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
                 "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu")}
 # a field whose value has a structure of its own -> another value of that structure

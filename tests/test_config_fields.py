@@ -53,6 +53,10 @@ TINY: dict[str, dict[str, Any]] = {
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
     "bart": BART, "mbart": BART,
+    "whisper": {"vocab_size": 61, "num_mel_bins": 8, "encoder_layers": 2, "decoder_layers": 2, "d_model": 32,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48,
+                "max_source_positions": 16, "max_target_positions": 32, "pad_token_id": 0, "bos_token_id": 0,
+                "eos_token_id": 0, "decoder_start_token_id": 0},
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
@@ -60,7 +64,7 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
                "hubert", "llava", "modernbert", "siglip", "swin", "videomae",
-               "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
+               "vitdet", "vivit", "wav2vec2", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
@@ -113,12 +117,14 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary (and (2, 11) the decoder's, of an encoder-decoder),
-    or (2, C, S, S) images of its size."""
+    """(2, 13) token ids of the config's vocabulary (and (2, 11) the decoder's, of an encoder-decoder;
+    after Whisper's log-mel frames), or (2, C, S, S) images of its size."""
     gen = torch.Generator().manual_seed(1)
     if "image_size" in config:
         return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
     ids = torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+    if "num_mel_bins" in config:  # Whisper: log-mel frames, twice the encoder's positions
+        return torch.randn(2, config["num_mel_bins"], 2 * config["max_source_positions"], generator=gen), ids
     if config.get("is_encoder_decoder"):
         return ids, torch.randint(0, config["vocab_size"], (2, LENGTH - 2), generator=gen)
     return ids

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped, read_checkpoint_dir,
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_one_block, check_vocab, init_net, load_mapped, read_checkpoint_dir,
                                shape_overrides)
 from zoo.convert.family import Family, tokens
 
@@ -51,12 +51,8 @@ def bart_shape(config: dict[str, Any], prenorm: bool = False) -> dict[str, Any]:
     is listed, so the same values apply to a resolved config. A key the converter does not
     implement is refused by name (:data:`CONFIG_KEYS`)."""
     check_keys(config, CONFIG_KEYS)
+    check_one_block(config)
     c = config
-    if (c["encoder_attention_heads"], c["encoder_ffn_dim"]) != (c["decoder_attention_heads"], c["decoder_ffn_dim"]):
-        raise ValueError(
-            f"{c.get('model_type', 'bart')} config: encoder_attention_heads={c['encoder_attention_heads']}, "
-            f"encoder_ffn_dim={c['encoder_ffn_dim']} differ from decoder_attention_heads={c['decoder_attention_heads']}, "
-            f"decoder_ffn_dim={c['decoder_ffn_dim']}: both zoo towers share one Block config")
     d, vocab, context = c["d_model"], c["vocab_size"], c["max_position_embeddings"]
     embedder = {"vocab_size": vocab, "max_len": context + 2, "positions": "learned",
                 "position_offset": 2, "scale": bool(c.get("scale_embedding", False)), "norm_eps": 1e-5}

@@ -57,13 +57,14 @@ TINY: dict[str, dict[str, Any]] = {
                 "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48,
                 "max_source_positions": 16, "max_target_positions": 32, "pad_token_id": 0, "bos_token_id": 0,
                 "eos_token_id": 0, "decoder_start_token_id": 0},
+    "modernbert": ENCODER | {"local_attention": 4, "pad_token_id": 0},
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "modernbert", "siglip", "swin", "videomae",
+               "hubert", "llava", "siglip", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
@@ -76,7 +77,8 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_s
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
                 "activation_function": ("relu", "gelu"), "summary_type": ("last",), "problem_type": ("regression",),
                 "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
-                "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu")}
+                "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu"),
+                "classifier_activation": ("gelu", "relu"), "classifier_pooling": ("mean",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()

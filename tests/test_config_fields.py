@@ -58,12 +58,13 @@ TINY: dict[str, dict[str, Any]] = {
                 "max_source_positions": 16, "max_target_positions": 32, "pad_token_id": 0, "bos_token_id": 0,
                 "eos_token_id": 0, "decoder_start_token_id": 0},
     "modernbert": ENCODER | {"local_attention": 4, "pad_token_id": 0},
+    "big_bird": ENCODER | {"max_position_embeddings": 64, "block_size": 2, "num_random_blocks": 1, "pad_token_id": 0},
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
+NOT_COVERED = {"beit", "clip", "deit", "dinov2", "dinov2_registers",
                "hubert", "llava", "siglip", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "yolos"}
 
@@ -78,7 +79,8 @@ OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), 
                 "activation_function": ("relu", "gelu"), "summary_type": ("last",), "problem_type": ("regression",),
                 "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
                 "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu"),
-                "classifier_activation": ("gelu", "relu"), "classifier_pooling": ("mean",)}
+                "classifier_activation": ("gelu", "relu"), "classifier_pooling": ("mean",),
+                "attention_type": ("original_full",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()
@@ -119,12 +121,15 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary (and (2, 11) the decoder's, of an encoder-decoder;
+    """(2, 13) token ids of the config's vocabulary (BigBird's: past its full attention; and (2, 11) the decoder's, of an encoder-decoder;
     after Whisper's log-mel frames), or (2, C, S, S) images of its size."""
     gen = torch.Generator().manual_seed(1)
     if "image_size" in config:
         return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
-    ids = torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+    length = LENGTH
+    if "block_size" in config:  # BigBird: long enough to stay block-sparse (Hugging Face falls back to full below)
+        length = (6 + 2 * config["num_random_blocks"]) * config["block_size"] + 1
+    ids = torch.randint(0, config["vocab_size"], (2, length), generator=gen)
     if "num_mel_bins" in config:  # Whisper: log-mel frames, twice the encoder's positions
         return torch.randn(2, config["num_mel_bins"], 2 * config["max_source_positions"], generator=gen), ids
     if config.get("is_encoder_decoder"):

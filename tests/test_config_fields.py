@@ -63,13 +63,14 @@ TINY: dict[str, dict[str, Any]] = {
     "modernbert": ENCODER | {"local_attention": 4, "pad_token_id": 0},
     "big_bird": ENCODER | {"max_position_embeddings": 64, "block_size": 2, "num_random_blocks": 1, "pad_token_id": 0},
     "clip": {"projection_dim": 16, "text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
+    "siglip": {"text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"beit", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "siglip", "swin", "videomae",
+               "hubert", "llava", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny

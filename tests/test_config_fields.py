@@ -64,13 +64,15 @@ TINY: dict[str, dict[str, Any]] = {
     "big_bird": ENCODER | {"max_position_embeddings": 64, "block_size": 2, "num_random_blocks": 1, "pad_token_id": 0},
     "clip": {"projection_dim": 16, "text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
     "siglip": {"text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
+    "llava": {"text_config": DECODER | {"max_position_embeddings": 128}, "vision_config": VISION_TOWER,
+              "image_token_index": 60},
     "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"beit", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "swin", "videomae",
+               "hubert", "swin", "videomae",
                "vitdet", "vivit", "wav2vec2", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
@@ -85,7 +87,8 @@ OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), 
                 "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
                 "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu"),
                 "classifier_activation": ("gelu", "relu"), "classifier_pooling": ("mean",),
-                "attention_type": ("original_full",)}
+                "attention_type": ("original_full",), "vision_feature_select_strategy": ("full",),
+                "projector_hidden_act": ("relu",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()
@@ -121,7 +124,8 @@ def perturbed(key: str, value: Any) -> Any:
 def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
     """``from_transformers`` of the family module (its :class:`Decoder`'s, for the shared decoders)."""
     module = importlib.import_module(f"zoo.convert.{family}")
-    decoders = [value for value in vars(module).values() if isinstance(value, Decoder)]
+    decoders = [value for value in vars(module).values()  # the family's own (LLaVA's module imports Llama's)
+                if isinstance(value, Decoder) and value.hf_class == declared()[family].hf_class]
     return decoders[0].from_transformers if decoders else module.from_transformers
 
 
@@ -129,6 +133,8 @@ def example(config: dict[str, Any]) -> torch.Tensor:
     """(2, 13) token ids of the config's vocabulary (BigBird's: past its full attention; and (2, 11) the decoder's, of an encoder-decoder;
     after Whisper's log-mel frames), or (2, C, S, S) images of its size."""
     gen = torch.Generator().manual_seed(1)
+    if "image_token_index" in config:
+        return prompt(config, gen)
     if "text_config" in config and "vision_config" in config:
         return captions(config["text_config"], gen), example(config["vision_config"])
     if "image_size" in config:
@@ -152,6 +158,16 @@ def captions(text: dict[str, Any], gen: torch.Generator) -> torch.Tensor:
         ids[ids == eos] = (eos + 1) % text["vocab_size"]
         ids[:, -1] = eos
     return ids
+
+
+def prompt(config: dict[str, Any], gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """LLaVA's (2, L) ids, an image's placeholders after the first token, and its (2, C, S, S) images."""
+    text, vision, image_id = config["text_config"], config["vision_config"], config["image_token_index"]
+    ids = torch.randint(0, text["vocab_size"], (2, LENGTH), generator=gen)
+    ids[ids == image_id] = (image_id + 1) % text["vocab_size"]
+    patches = (vision["image_size"] // vision["patch_size"]) ** 2
+    placeholders = torch.full((2, patches + (config["vision_feature_select_strategy"] == "full")), image_id)
+    return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], 1), example(vision)
 
 
 def with_changed(tiny: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,12 @@ DECODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hi
            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32}
 ENCODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
            "num_attention_heads": 4, "max_position_embeddings": 32}
-# family module -> its tiny config's values (the class is its FAMILY's config_class)
+BART = {"vocab_size": 61, "max_position_embeddings": 32, "encoder_layers": 2, "decoder_layers": 2, "d_model": 32,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48}
+TOWER = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4}
+TEXT_TOWER = TOWER | {"vocab_size": 61, "max_position_embeddings": 16}  # CLIP's, SigLIP's
+VISION_TOWER = TOWER | {"image_size": 16, "patch_size": 4}
+# family module -> its tiny config's values (a sub-config's under its key: text_config, vision_config) (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
     "olmo2": DECODER, "phi3": DECODER | {"pad_token_id": 0},
@@ -50,13 +55,25 @@ TINY: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 32},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
+    "bart": BART, "mbart": BART,
+    "whisper": {"vocab_size": 61, "num_mel_bins": 8, "encoder_layers": 2, "decoder_layers": 2, "d_model": 32,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48,
+                "max_source_positions": 16, "max_target_positions": 32, "pad_token_id": 0, "bos_token_id": 0,
+                "eos_token_id": 0, "decoder_start_token_id": 0},
+    "modernbert": ENCODER | {"local_attention": 4, "pad_token_id": 0},
+    "big_bird": ENCODER | {"max_position_embeddings": 64, "block_size": 2, "num_random_blocks": 1, "pad_token_id": 0},
+    "clip": {"projection_dim": 16, "text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
+    "siglip": {"text_config": TEXT_TOWER | {"eos_token_id": 5}, "vision_config": VISION_TOWER},
+    "llava": {"text_config": DECODER | {"max_position_embeddings": 128}, "vision_config": VISION_TOWER,
+              "image_token_index": 60},
+    "t5": {"vocab_size": 61, "d_model": 32, "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_heads": 4},
 }
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"bart", "beit", "big_bird", "clip", "deit", "dinov2", "dinov2_registers",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
-               "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
+NOT_COVERED = {"beit", "deit", "dinov2", "dinov2_registers",
+               "hubert", "swin", "videomae",
+               "vitdet", "vivit", "wav2vec2", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
@@ -66,8 +83,12 @@ FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_s
              "summary_activation": "tanh"}
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
-                "activation_function": ("relu",), "summary_type": ("last",), "problem_type": ("regression",),
-                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",)}
+                "activation_function": ("relu", "gelu"), "summary_type": ("last",), "problem_type": ("regression",),
+                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
+                "feed_forward_proj": ("gated-gelu",), "dense_act_fn": ("gelu", "relu"),
+                "classifier_activation": ("gelu", "relu"), "classifier_pooling": ("mean",),
+                "attention_type": ("original_full",), "vision_feature_select_strategy": ("full",),
+                "projector_hidden_act": ("relu",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"]}  # GPT-Neo
 SKIP = object()
@@ -103,16 +124,62 @@ def perturbed(key: str, value: Any) -> Any:
 def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
     """``from_transformers`` of the family module (its :class:`Decoder`'s, for the shared decoders)."""
     module = importlib.import_module(f"zoo.convert.{family}")
-    decoders = [value for value in vars(module).values() if isinstance(value, Decoder)]
+    decoders = [value for value in vars(module).values()  # the family's own (LLaVA's module imports Llama's)
+                if isinstance(value, Decoder) and value.hf_class == declared()[family].hf_class]
     return decoders[0].from_transformers if decoders else module.from_transformers
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary, or (2, C, S, S) images of its size."""
+    """(2, 13) token ids of the config's vocabulary (BigBird's: past its full attention; and (2, 11) the decoder's, of an encoder-decoder;
+    after Whisper's log-mel frames), or (2, C, S, S) images of its size."""
     gen = torch.Generator().manual_seed(1)
+    if "image_token_index" in config:
+        return prompt(config, gen)
+    if "text_config" in config and "vision_config" in config:
+        return captions(config["text_config"], gen), example(config["vision_config"])
     if "image_size" in config:
         return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
-    return torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
+    length = LENGTH
+    if "block_size" in config:  # BigBird: long enough to stay block-sparse (Hugging Face falls back to full below)
+        length = (6 + 2 * config["num_random_blocks"]) * config["block_size"] + 1
+    ids = torch.randint(0, config["vocab_size"], (2, length), generator=gen)
+    if "num_mel_bins" in config:  # Whisper: log-mel frames, twice the encoder's positions
+        return torch.randn(2, config["num_mel_bins"], 2 * config["max_source_positions"], generator=gen), ids
+    if config.get("is_encoder_decoder"):
+        return ids, torch.randint(0, config["vocab_size"], (2, LENGTH - 2), generator=gen)
+    return ids
+
+
+def captions(text: dict[str, Any], gen: torch.Generator) -> torch.Tensor:
+    """(2, 13) token ids of a two-tower model's text config, ending in its end of text (CLIP pools there)."""
+    ids = torch.randint(0, text["vocab_size"], (2, LENGTH), generator=gen)
+    eos = text.get("eos_token_id")
+    if eos is not None:
+        ids[ids == eos] = (eos + 1) % text["vocab_size"]
+        ids[:, -1] = eos
+    return ids
+
+
+def prompt(config: dict[str, Any], gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """LLaVA's (2, L) ids, an image's placeholders after the first token, and its (2, C, S, S) images."""
+    text, vision, image_id = config["text_config"], config["vision_config"], config["image_token_index"]
+    ids = torch.randint(0, text["vocab_size"], (2, LENGTH), generator=gen)
+    ids[ids == image_id] = (image_id + 1) % text["vocab_size"]
+    patches = (vision["image_size"] // vision["patch_size"]) ** 2
+    placeholders = torch.full((2, patches + (config["vision_feature_select_strategy"] == "full")), image_id)
+    return torch.cat([ids[:, :1], placeholders, ids[:, 1:]], 1), example(vision)
+
+
+def with_changed(tiny: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
+    """The tiny config with ``changed`` (a sub-config's field as ``text_config.<field>``)."""
+    out = dict(tiny)
+    for key, value in changed.items():
+        sub, _, name = key.rpartition(".")
+        if sub:
+            out[sub] = out.get(sub, {}) | {name: value}
+        else:
+            out[key] = value
+    return out
 
 
 def reference(family: str, changed: dict[str, Any]) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor] | None:
@@ -120,7 +187,7 @@ def reference(family: str, changed: dict[str, Any]) -> tuple[torch.nn.Module, to
     where transformers rejects that config."""
     exported = declared()[family]
     try:
-        config = getattr(T, exported.config_class)(**(TINY[family] | changed))
+        config = getattr(T, exported.config_class)(**with_changed(TINY[family], changed))
         torch.manual_seed(0)
         hf = randomise(getattr(T, exported.hf_class)(config).eval())
         x = example(config.to_dict())
@@ -144,7 +211,7 @@ def check_field(family: str, key: str, value: Any) -> str:
         net = converter(family)(hf).eval()
     except (ValueError, SystemExit) as err:
         message = str(err)
-        assert key in message, f"{family} {key}={value!r}: refused without naming {key!r}: {message}"
+        assert field_name(key) in message, f"{family} {key}={value!r}: refused without naming {key!r}: {message}"
         assert "\n" not in message, f"{family} {key}={value!r}: the refusal is not one line: {message}"
         return "refused"
     assert_matches(declared()[family].ours(net, x), logits, what=f"{family} with {key}={value!r}")
@@ -152,13 +219,25 @@ def check_field(family: str, key: str, value: Any) -> str:
 
 
 def tiny_fields(family: str) -> dict[str, Any]:
-    """Every field of the family's config class, as its ``to_dict`` writes the tiny config."""
-    return getattr(T, declared()[family].config_class)(**TINY[family]).to_dict()
+    """Every field of the family's config class, as its ``to_dict`` writes the tiny config; a
+    sub-config's (CLIP's ``text_config``, ...) each as ``text_config.<field>``."""
+    fields: dict[str, Any] = {}
+    for key, value in getattr(T, declared()[family].config_class)(**TINY[family]).to_dict().items():
+        if key.endswith("_config") and isinstance(value, dict):
+            fields |= {f"{key}.{name}": sub_value for name, sub_value in value.items()}
+        else:
+            fields[key] = value
+    return fields
+
+
+def field_name(key: str) -> str:
+    """The field's own name (of ``text_config.hidden_act``: ``hidden_act``)."""
+    return key.rpartition(".")[2]
 
 
 # (family, field) for every field of every covered family's config class; the default suite checks
 # the fields of CHEAP's families that change the computation (not PretrainedConfig's bookkeeping)
-FIELDS = [pytest.param(family, key, marks=() if family in CHEAP and key not in GENERIC_KEYS else pytest.mark.slow,
+FIELDS = [pytest.param(family, key, marks=() if family in CHEAP and field_name(key) not in GENERIC_KEYS else pytest.mark.slow,
                        id=f"{family}-{key}")
           for family in TINY for key in tiny_fields(family)]
 
@@ -171,13 +250,13 @@ def test_every_registry_family_is_covered_or_named():
 
 @pytest.mark.parametrize("family, key", FIELDS)
 def test_a_config_field_is_exact_or_refused_by_name(family, key):
-    check_field(family, key, perturbed(key, tiny_fields(family)[key]))
+    check_field(family, key, perturbed(field_name(key), tiny_fields(family)[key]))
 
 
 @pytest.mark.parametrize("family", list(TINY))
 def test_the_sweep_checks_the_fields_that_compute(family):
     """Most fields are perturbed to a value the sweep can check (a field left at "no other value"
     is named in :data:`FROM_NONE` / :data:`OTHER_STRING` or is bookkeeping)."""
-    values = {key: perturbed(key, value) for key, value in tiny_fields(family).items()}
-    unchecked = sorted(key for key, value in values.items() if value is SKIP and key not in GENERIC_KEYS)
+    values = {key: perturbed(field_name(key), value) for key, value in tiny_fields(family).items()}
+    unchecked = sorted(key for key, value in values.items() if value is SKIP and field_name(key) not in GENERIC_KEYS)
     assert unchecked == [], f"{family}: no perturbation for {unchecked}"

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_one_block, check_vocab, init_net, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import Family, tokens
 
 MODEL_TYPES = ("bart",)  # the config.json model_type values this converter reads
@@ -27,18 +28,31 @@ SELF = {"self_attn.q_proj": "attn.q", "self_attn.k_proj": "attn.k", "self_attn.v
 CROSS = {"encoder_attn.q_proj": "cross_attn.q", "encoder_attn.k_proj": "cross_attn.k",
          "encoder_attn.v_proj": "cross_attn.v", "encoder_attn.out_proj": "cross_attn.out",
          "encoder_attn_layer_norm": "cross_norm"}
+# every BartConfig (and MBartConfig: the same fields) key: the shape and the activation read; the
+# dropouts and layer drops (the import's net is for eval), the init's scale ignored, and the
+# fairseq-era keys of the released configs that the transformers classes keep but never read
+# (mBART's pre-LN and final norms are its class's, whatever add_final_layer_norm says); the head is
+# the token table (tie_word_embeddings true)
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"vocab_size", "max_position_embeddings", "encoder_layers", "encoder_ffn_dim",
+                     "encoder_attention_heads", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads",
+                     "activation_function", "d_model", "scale_embedding"}),
+    ignores=frozenset({"encoder_layerdrop", "decoder_layerdrop", "dropout", "attention_dropout", "activation_dropout",
+                       "classifier_dropout", "classif_dropout", "init_std", "add_bias_logits", "add_final_layer_norm",
+                       "normalize_before", "normalize_embedding", "static_position_embeddings", "num_hidden_layers",
+                       "extra_pos_embeddings", "output_past", "gradient_checkpointing",
+                       "force_bos_token_to_be_generated"}),
+    fixed={"tie_word_embeddings": True})
 
 
 def bart_shape(config: dict[str, Any], prenorm: bool = False) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=bart`` (``prenorm``:
     ``model=mbart``) the shape (and dropout) of a Hugging Face ``config.json``; every dependent key
-    is listed, so the same values apply to a resolved config."""
+    is listed, so the same values apply to a resolved config. A key the converter does not
+    implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
+    check_one_block(config)
     c = config
-    if (c["encoder_attention_heads"], c["encoder_ffn_dim"]) != (c["decoder_attention_heads"], c["decoder_ffn_dim"]):
-        raise ValueError(
-            f"encoder (heads {c['encoder_attention_heads']}, ffn {c['encoder_ffn_dim']}) and decoder (heads "
-            f"{c['decoder_attention_heads']}, ffn {c['decoder_ffn_dim']}) differ: both zoo towers share one Block config")
-    refuse(c, f"{c.get('model_type', 'BART')} config", tie_word_embeddings=True)
     d, vocab, context = c["d_model"], c["vocab_size"], c["max_position_embeddings"]
     embedder = {"vocab_size": vocab, "max_len": context + 2, "positions": "learned",
                 "position_offset": 2, "scale": bool(c.get("scale_embedding", False)), "norm_eps": 1e-5}

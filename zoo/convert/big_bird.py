@@ -12,18 +12,21 @@ from torch import nn
 
 from zoo.convert import bert
 from zoo.convert.bert import load_mlm, encoder_shape, bert_state_dict
-from zoo.convert.common import build_net, check_vocab, init_net, read_checkpoint_dir
+from zoo.convert.common import ConfigKeys, build_net, check_keys, check_vocab, init_net, read_checkpoint_dir
 from zoo.convert.family import Family, config_only, plain, tokens
 
 MODEL_TYPES = ("big_bird",)
+# BERT's keys plus the block-sparse pattern's two sizes; the pattern itself, BigBird's unscaled
+# embeddings and its attention biases are the one computation the zoo has
+CONFIG_KEYS = bert.CONFIG_KEYS | ConfigKeys(
+    reads=frozenset({"block_size", "num_random_blocks"}),
+    fixed={"attention_type": "block_sparse", "rescale_embeddings": False, "use_bias": True})
 
 
 def big_bird_shape(hf_config: dict[str, Any]) -> dict[str, Any]:
     """:func:`~zoo.convert.bert.encoder_shape` plus the block-sparse pattern's settings. A config the
-    zoo would compute differently is refused, naming the key."""
-    for key, wanted in (("attention_type", "block_sparse"), ("rescale_embeddings", False), ("use_bias", True)):
-        if hf_config.get(key, wanted) != wanted:
-            raise ValueError(f"BigBird {key}={hf_config[key]!r}: only {key}={wanted!r} is supported")
+    zoo would compute differently is refused, naming the key (:data:`CONFIG_KEYS`)."""
+    check_keys(hf_config, CONFIG_KEYS)
     return encoder_shape(hf_config) | {"mask.block_size": hf_config["block_size"],
                                     "mask.n_random": hf_config["num_random_blocks"]}
 

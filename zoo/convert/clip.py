@@ -15,12 +15,30 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import Family, image_processor
 from zoo.convert.vit import HF_ACTIVATIONS
 
 MODEL_TYPES = ("clip",)  # the config.json model_type values this converter reads
 LEGACY_EOS = 2  # a CLIP text config with this eos_token_id pools at the largest id (Hugging Face's rule)
+
+# every key of a CLIP-style tower's config (CLIP's and SigLIP's text and vision, LLaVA's vision):
+# the Block's read (:func:`block_shape`); the dropouts (the import's net is for eval), the init's
+# scale, a released config's gradient_checkpointing and the tower's own projection_dim (CLIPModel
+# projects to the top-level one) ignored
+TOWER_KEYS = ConfigKeys(
+    reads=frozenset({"num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "layer_norm_eps",
+                     "hidden_act"}),
+    ignores=frozenset({"attention_dropout", "dropout", "initializer_factor", "projection_dim",
+                       "gradient_checkpointing"}))
+TEXT_CONFIG_KEYS = TOWER_KEYS | ConfigKeys(reads=frozenset({"vocab_size", "max_position_embeddings"}))
+VISION_CONFIG_KEYS = TOWER_KEYS | ConfigKeys(reads=frozenset({"num_channels", "image_size", "patch_size"}))
+# CLIPConfig's own keys: the projection's width read, the logit scale's init (the weights hold it)
+# ignored; transformers 4's text_config_dict / vision_config_dict (null in the released configs)
+CLIP_KEYS = ConfigKeys(reads=frozenset({"projection_dim", "text_config", "vision_config"}),
+                       ignores=frozenset({"logit_scale_init_value", "initializer_factor"}),
+                       fixed={"text_config_dict": None, "vision_config_dict": None})
 
 # zoo Block module -> Hugging Face module, in every CLIP-style encoder layer (CLIP, SigLIP, both towers)
 LAYER = (("attn.q", "self_attn.q_proj"), ("attn.k", "self_attn.k_proj"), ("attn.v", "self_attn.v_proj"),
@@ -93,12 +111,22 @@ def vision_shape(v: dict[str, Any]) -> dict[str, Any]:
 def clip_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=clip`` the shape of a
     Hugging Face ``CLIPConfig`` (as a dict). The text tower pools at the first end-of-text id, or,
-    for an ``eos_token_id`` of 2 (configs written before the id was right), at the largest id."""
+    for an ``eos_token_id`` of 2 (configs written before the id was right), at the largest id. A key
+    of the config or a tower's that the converter does not implement is refused by name."""
     t, v, width = config["text_config"], config["vision_config"], config["projection_dim"]
+    check_towers(config, CLIP_KEYS, TEXT_CONFIG_KEYS, VISION_CONFIG_KEYS)
     eos = t.get("eos_token_id", 49407)
     return text_shape(t) | vision_shape(v) | {
         "head.out_features": width, "vision.head.out_features": width,
         "text_pool": "argmax" if eos == LEGACY_EOS else "eos", "eos_id": eos}
+
+
+def check_towers(config: dict[str, Any], keys: ConfigKeys, text: ConfigKeys, vision: ConfigKeys) -> None:
+    """:func:`check_keys` of a two-tower config and of each tower's against its own declaration."""
+    kind = config.get("model_type", "this")
+    check_keys(config, keys)
+    check_keys(config["text_config"], text, f"{kind} text_config")
+    check_keys(config["vision_config"], vision, f"{kind} vision_config")
 
 
 def clip_state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:

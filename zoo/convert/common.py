@@ -331,6 +331,18 @@ def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:
                          f"(supported: {({k: expected[k] for k in unsupported})})")
 
 
+def check_one_block(config: dict[str, Any]) -> None:
+    """Refuse, naming the keys, an encoder-decoder config (BART's, Whisper's) whose towers differ
+    in heads or width: both zoo towers share one Block config."""
+    encoder = {key: config[f"encoder_{key}"] for key in ("attention_heads", "ffn_dim")}
+    decoder = {key: config[f"decoder_{key}"] for key in ("attention_heads", "ffn_dim")}
+    if encoder != decoder:
+        raise ValueError(f"{config.get('model_type', 'this')} config: encoder_attention_heads={encoder['attention_heads']}, "
+                         f"encoder_ffn_dim={encoder['ffn_dim']} differ from decoder_attention_heads="
+                         f"{decoder['attention_heads']}, decoder_ffn_dim={decoder['ffn_dim']}: both zoo towers share "
+                         f"one Block config")
+
+
 class MismatchError(KeyError):
     """The names of a state dict and a net differ (a ``KeyError`` whose message reads as one line)."""
 

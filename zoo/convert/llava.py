@@ -9,13 +9,24 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from zoo.convert.clip import clip_image_processor, clip_vision_state_dict
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.clip import VISION_CONFIG_KEYS, clip_image_processor, clip_vision_state_dict
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.decoder import ACTIVATIONS
 from zoo.convert.family import Family, config_only, tokens
 from zoo.convert.llama import LLAMA, llama_shape, llama_state_dict
 
 MODEL_TYPES = ("llava",)  # the config.json model_type values this converter reads
+# LlavaConfig's own keys: the image token, the projector and the vision features read (the head's
+# tie is the text config's, which LlavaConfig copies here); image_seq_length (the processor's) ignored.
+# Its text_config is Llama's (its own declaration, checked by llama_shape), its vision_config CLIP's
+# tower, whose vocab_size (LlavaConfig's default vision config has one) a vision tower never reads
+LLAVA_KEYS = ConfigKeys(
+    reads=frozenset({"text_config", "vision_config", "image_token_index", "image_token_id", "projector_hidden_act",
+                     "multimodal_projector_bias", "vision_feature_select_strategy", "vision_feature_layer",
+                     "tie_word_embeddings"}),
+    ignores=frozenset({"image_seq_length"}))
+LLAVA_VISION_KEYS = VISION_CONFIG_KEYS | ConfigKeys(ignores=frozenset({"vocab_size"}))
 
 
 def clip_vision_shape(v: dict[str, Any], feature_layer: int, strategy: str) -> dict[str, Any]:
@@ -48,14 +59,19 @@ def clip_vision_shape(v: dict[str, Any], feature_layer: int, strategy: str) -> d
 
 def llava_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=llava`` the shape of
-    a Hugging Face LLaVA config (as a dict): a CLIP vision tower, LLaVA's projector, a Llama LM."""
+    a Hugging Face LLaVA config (as a dict): a CLIP vision tower, LLaVA's projector, a Llama LM. A
+    key of it or of a sub-config that the converter does not implement is refused by name."""
     text, vision = config["text_config"], config["vision_config"]
+    check_keys(config, LLAVA_KEYS)
+    check_keys(vision, LLAVA_VISION_KEYS, "llava vision_config")
     kinds = (text.get("model_type", "llama"), vision.get("model_type", "clip_vision_model"))
     if kinds != ("llama", "clip_vision_model"):
         raise ValueError(f"LLaVA with text model_type={kinds[0]!r} and vision model_type={kinds[1]!r}: "
                          f"only a llama language model and a clip_vision_model tower are supported")
-    if config.get("projector_hidden_act", "gelu") != "gelu" or not config.get("multimodal_projector_bias", True):
-        raise ValueError("only LLaVA's projector (Linear + exact GELU + Linear, with biases) is supported")
+    projector = (config.get("projector_hidden_act", "gelu"), config.get("multimodal_projector_bias", True))
+    if projector != ("gelu", True):
+        raise ValueError(f"llava config: projector_hidden_act={projector[0]!r}, multimodal_projector_bias={projector[1]!r}: "
+                         f"only LLaVA's projector (Linear + exact GELU + Linear, with biases) is supported")
     d, vocab = text["hidden_size"], text["vocab_size"]
     tower = clip_vision_shape(vision, config.get("vision_feature_layer", -2),
                               config.get("vision_feature_select_strategy", "default"))

@@ -28,13 +28,30 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS, load_mlm
-from zoo.convert.common import (build_net, check_vocab, init_net, layer_pattern, read_checkpoint_dir,
-                               shape_overrides)
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, layer_pattern,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import Family, config_only, layer_masks, tokens
 from zoo.nn.masks import tile
 
 MODEL_TYPES = ("modernbert",)  # the config.json model_type values this converter reads
 KINDS = ("full_attention", "sliding_attention")
+# every ModernBertConfig key (and the released configs' older ones, global_attn_every_n_layers and
+# the two rope thetas, which it reads in place of layer_types and rope_parameters): the shape, masks,
+# bases, biases and activations read; the dropouts (the import's net is for eval), the init's
+# cutoff, the flash kernel's determinism, the classifier's pooling (the sequence classifier's, not
+# the MLM's) and the sparse prediction (with labels only) ignored, and the released configs' keys
+# transformers keeps but never reads (layer_norm_eps, position_embedding_type, gradient_checkpointing,
+# reference_compile, repad_logits_with_grad)
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "hidden_activation", "max_position_embeddings", "norm_eps", "norm_bias", "attention_bias",
+                     "layer_types", "rope_parameters", "local_attention", "mlp_bias", "decoder_bias",
+                     "classifier_bias", "classifier_activation", "tie_word_embeddings", "global_attn_every_n_layers",
+                     "global_rope_theta", "local_rope_theta"}),
+    ignores=frozenset({"initializer_cutoff_factor", "attention_dropout", "embedding_dropout", "mlp_dropout",
+                       "classifier_dropout", "classifier_pooling", "deterministic_flash_attn", "sparse_prediction",
+                       "sparse_pred_ignore_index", "layer_norm_eps", "position_embedding_type",
+                       "gradient_checkpointing", "reference_compile", "repad_logits_with_grad"}))
 
 
 def _activation(config: dict[str, Any], key: str) -> str:
@@ -46,7 +63,9 @@ def _activation(config: dict[str, Any], key: str) -> str:
 
 def modernbert_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=modernbert`` the
-    shape of a Hugging Face ModernBERT ``config.json`` (every dependent key listed)."""
+    shape of a Hugging Face ModernBERT ``config.json`` (every dependent key listed); a key the
+    converter does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     n_layers = config["num_hidden_layers"]
     every = config.get("global_attn_every_n_layers", 3)
     kinds = config.get("layer_types") or ["sliding_attention" if i % every else "full_attention" for i in range(n_layers)]

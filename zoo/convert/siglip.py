@@ -10,18 +10,27 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.convert.clip import (TEXT_KEYS, VISION_KEYS, block_shape, caption_tokenizer, encoder_layers, example,
-                              logits_per_image, text_shape, text_tower_state_dict, two_tower_from_transformers,
-                              two_tower_pretrained, vision_activation)
+from zoo.convert.clip import (TEXT_CONFIG_KEYS, TEXT_KEYS, VISION_CONFIG_KEYS, VISION_KEYS, block_shape,
+                              caption_tokenizer, check_towers, encoder_layers, example, logits_per_image, text_shape,
+                              text_tower_state_dict, two_tower_from_transformers, two_tower_pretrained,
+                              vision_activation)
+from zoo.convert.common import ConfigKeys
 from zoo.convert.family import Family, image_processor
 from zoo.convert.vit import HF_ACTIVATIONS
 
 MODEL_TYPES = ("siglip",)  # the config.json model_type values this converter reads
+# SigLIP's keys: CLIP's towers', plus the text head's width and the vision tower's attention probe
+# (read: refused without it); the init's scale ignored
+SIGLIP_KEYS = ConfigKeys(reads=frozenset({"text_config", "vision_config"}), ignores=frozenset({"initializer_factor"}))
+SIGLIP_TEXT_KEYS = TEXT_CONFIG_KEYS | ConfigKeys(reads=frozenset({"projection_size"}))
+SIGLIP_VISION_KEYS = VISION_CONFIG_KEYS | ConfigKeys(reads=frozenset({"vision_use_head"}))
 
 
 def siglip_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=siglip`` the shape of a
-    Hugging Face ``SiglipConfig`` (as a dict)."""
+    Hugging Face ``SiglipConfig`` (as a dict); a key of it or a tower's that the converter does not
+    implement is refused by name."""
+    check_towers(config, SIGLIP_KEYS, SIGLIP_TEXT_KEYS, SIGLIP_VISION_KEYS)
     t, v = config["text_config"], config["vision_config"]
     if not v.get("vision_use_head", True):
         raise ValueError("vision_config.vision_use_head=false: a SigLIP vision tower without its attention-pooling "

@@ -13,13 +13,25 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.data.span_corruption import holds_sentinels
 from zoo.data.tokenizers import TEXT_PAD, HFTokenizer, first_token
 from zoo.convert.family import Family, tokens
 
 MODEL_TYPES = ("t5",)  # the config.json model_type values this converter reads (v1.0 and v1.1 alike)
 EXTRA = 102  # model=t5 adds sentinels + eos + start to the data's vocabulary (conf/model/t5.yaml)
+# every T5Config key: the shape, the activation and the head's scale read (n_positions, which
+# T5Config no longer has, is the context); the activation is dense_act_fn and is_gated_act, which
+# T5Config derives from feed_forward_proj where the config omits them; the dropouts (the import's net is for eval), the init's
+# scale and output_past (transformers 3's use_cache, in the released configs) change no logits
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+                     "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
+                     "feed_forward_proj", "dense_act_fn", "is_gated_act", "scale_decoder_outputs", "tie_word_embeddings",
+                     "n_positions"}),
+    ignores=frozenset({"dropout_rate", "classifier_dropout", "initializer_factor",
+                       "output_past"}))
 
 
 def head_is_tied(state: dict[str, Tensor]) -> bool:
@@ -34,15 +46,19 @@ def t5_shape(config: dict, tied: bool) -> dict[str, Any]:
     apply to a resolved config.
 
     The head's input is scaled by d_model^-0.5 in v1.0 (``tie_word_embeddings`` true in its
-    config; newer ``transformers`` record it as ``scale_decoder_outputs``), not in v1.1."""
+    config; newer ``transformers`` record it as ``scale_decoder_outputs``), not in v1.1. A key T5's
+    converter does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     proj = config.get("feed_forward_proj", "relu")
-    gated = proj.startswith("gated-")
-    # T5Config runs "gated-gelu" (and only it) with the tanh GELU; "gelu" is the exact (erf) one
-    act = "gelu_new" if proj == "gated-gelu" else proj.removeprefix("gated-")
+    # T5Config derives dense_act_fn and is_gated_act from feed_forward_proj unless the config gives
+    # them (its layers read those two); it runs "gated-gelu" (and only it) with the tanh GELU
+    gated = config.get("is_gated_act", proj.startswith("gated-"))
+    act = config.get("dense_act_fn", "gelu_new" if proj == "gated-gelu" else proj.removeprefix("gated-"))
     activation = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                   "silu": "silu"}
     if act not in activation:
-        raise ValueError(f"unsupported T5 feed_forward_proj {config.get('feed_forward_proj')!r}")
+        raise ValueError(f"t5 config: dense_act_fn={act!r} (feed_forward_proj={proj!r}) is not implemented by the "
+                         f"zoo; it computes {sorted(activation)}")
     scaled = config.get("scale_decoder_outputs", config.get("tie_word_embeddings", True))
     d, vocab, dropout = config["d_model"], config["vocab_size"], config.get("dropout_rate", 0.1)
     context = config.get("n_positions", 512)  # T5 has no limit; 512 is its training length

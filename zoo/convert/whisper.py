@@ -12,25 +12,37 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, check_vocab, init_net, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_one_block, check_vocab, init_net, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import Family, config_only, tokens
 
 log = logging.getLogger(__name__)
 
 MODEL_TYPES = ("whisper",)  # the config.json model_type values this converter reads
+# every WhisperConfig key: the shape and the activation read; the dropouts, layer drops and
+# SpecAugment's masking (training only: the import's net is for eval), the init's scale, the audio
+# classifier's keys (not this class's), median_filter_width (generate's word timestamps) and the
+# released configs' forced_decoder_ids (generate's) and num_hidden_layers (encoder_layers) ignored;
+# the decoder's tokens unscaled and the head the token table
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"vocab_size", "num_mel_bins", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
+                     "decoder_layers", "decoder_attention_heads", "decoder_ffn_dim", "activation_function", "d_model",
+                     "max_source_positions", "max_target_positions"}),
+    ignores=frozenset({"encoder_layerdrop", "decoder_layerdrop", "dropout", "attention_dropout", "activation_dropout",
+                       "init_std", "apply_spec_augment", "mask_time_prob", "mask_time_length", "mask_time_min_masks",
+                       "mask_feature_prob", "mask_feature_length", "mask_feature_min_masks", "use_weighted_layer_sum",
+                       "classifier_proj_size", "median_filter_width", "forced_decoder_ids", "num_hidden_layers"}),
+    fixed={"scale_embedding": False, "tie_word_embeddings": True})
 
 
 def whisper_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=whisper`` the
     shape (and dropout) of a Hugging Face Whisper ``config.json``; every dependent key is listed,
-    so the same values apply to a resolved config."""
+    so the same values apply to a resolved config. A key the converter does not implement is
+    refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
+    check_one_block(config)
     c = config
-    if (c["encoder_attention_heads"], c["encoder_ffn_dim"]) != (c["decoder_attention_heads"], c["decoder_ffn_dim"]):
-        raise ValueError(
-            f"encoder (heads {c['encoder_attention_heads']}, ffn {c['encoder_ffn_dim']}) and decoder (heads "
-            f"{c['decoder_attention_heads']}, ffn {c['decoder_ffn_dim']}) differ: both zoo stacks share one Block config"
-        )
-    refuse(c, "Whisper config", scale_embedding=False, tie_word_embeddings=True)
     d, vocab, context = c["d_model"], c["vocab_size"], c["max_target_positions"]
     return {
         "n_encoder_layers": c["encoder_layers"],

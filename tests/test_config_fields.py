@@ -48,6 +48,7 @@ TINY: dict[str, dict[str, Any]] = {
     "vit": {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
             "image_size": 16, "patch_size": 4, "num_labels": 3},
     "deit": VISION, "dinov2": DINOV2, "dinov2_registers": DINOV2 | {"num_register_tokens": 2},
+    "beit": VISION | {"use_relative_position_bias": True},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
     "distilbert": {"vocab_size": 61, "dim": 32, "hidden_dim": 48, "n_layers": 2, "n_heads": 4,
@@ -58,7 +59,7 @@ TINY: dict[str, dict[str, Any]] = {
 CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that compute); the rest is slow
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
-NOT_COVERED = {"bart", "beit", "big_bird", "clip",
+NOT_COVERED = {"bart", "big_bird", "clip",
                "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
@@ -74,7 +75,8 @@ OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), 
                 "position_embedding_type": ("relative_key",), "pooler_act": ("relu",)}
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"],  # GPT-Neo
-               "out_features": ["stage1"], "out_indices": [1], "stage_names": ["stem", "stage1"]}  # vision backbones
+               "out_features": ["stage1"], "out_indices": [1], "stage_names": ["stem", "stage1"],  # vision backbones
+               "pool_scales": [1, 2]}  # BEiT's segmentation head
 SKIP = object()
 
 

@@ -49,6 +49,8 @@ TINY: dict[str, dict[str, Any]] = {
             "image_size": 16, "patch_size": 4, "num_labels": 3},
     "deit": VISION, "dinov2": DINOV2, "dinov2_registers": DINOV2 | {"num_register_tokens": 2},
     "beit": VISION | {"use_relative_position_bias": True},
+    "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16, "patch_size": 2,
+             "num_labels": 3},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
     "distilbert": {"vocab_size": 61, "dim": 32, "hidden_dim": 48, "n_layers": 2, "n_heads": 4,
@@ -60,7 +62,7 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "big_bird", "clip",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "swin", "t5", "videomae",
+               "hubert", "llava", "mbart", "modernbert", "siglip", "t5", "videomae",
                "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
@@ -104,6 +106,8 @@ def perturbed(key: str, value: Any) -> Any:
         return [swap[kind] for kind in value]
     if isinstance(value, list) and not value:
         return [0]  # mlp_only_layers: the first layer dense
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [v * 2 for v in value]  # Swin's depths and heads per stage
     return SKIP  # label maps, architectures: no computation
 
 

@@ -33,6 +33,7 @@ ENCODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hi
 VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
           "image_size": 16, "patch_size": 4, "num_labels": 3}
 DINOV2 = {k: v for k, v in VISION.items() if k != "intermediate_size"}  # its width: mlp_ratio
+VIDEO = {k: v for k, v in VISION.items() if k != "patch_size"} | {"num_frames": 4}  # its patches: tubelets
 # family module -> its tiny config's values (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
@@ -51,6 +52,7 @@ TINY: dict[str, dict[str, Any]] = {
     "beit": VISION | {"use_relative_position_bias": True},
     "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16, "patch_size": 2,
              "num_labels": 3},
+    "vivit": VIDEO | {"tubelet_size": [2, 4, 4]}, "videomae": VIDEO | {"tubelet_size": 2, "patch_size": 4},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
     "distilbert": {"vocab_size": 61, "dim": 32, "hidden_dim": 48, "n_layers": 2, "n_heads": 4,
@@ -62,8 +64,8 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "big_bird", "clip",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "t5", "videomae",
-               "vitdet", "vivit", "wav2vec2", "whisper", "yolos"}
+               "hubert", "llava", "mbart", "modernbert", "siglip", "t5",
+               "vitdet", "wav2vec2", "whisper", "yolos"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
@@ -119,8 +121,12 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary, or (2, C, S, S) images of its size."""
+    """(2, 13) token ids of the config's vocabulary, (2, C, S, S) images of its size, or (2, F, C, S, S)
+    clips of its frames."""
     gen = torch.Generator().manual_seed(1)
+    if "num_frames" in config:
+        size = (config["num_frames"], config["num_channels"], config["image_size"], config["image_size"])
+        return torch.randn(2, *size, generator=gen)
     if "image_size" in config:
         return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
     return torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)

@@ -53,6 +53,7 @@ TINY: dict[str, dict[str, Any]] = {
     "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16, "patch_size": 2,
              "num_labels": 3},
     "vivit": VIDEO | {"tubelet_size": [2, 4, 4]}, "videomae": VIDEO | {"tubelet_size": 2, "patch_size": 4},
+    "yolos": VISION | {"image_size": [16, 16], "use_mid_position_embeddings": False, "num_detection_tokens": 3},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
     "distilbert": {"vocab_size": 61, "dim": 32, "hidden_dim": 48, "n_layers": 2, "n_heads": 4,
@@ -65,7 +66,7 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "big_bird", "clip",
                "hubert", "llava", "mbart", "modernbert", "siglip", "t5",
-               "vitdet", "wav2vec2", "whisper", "yolos"}
+               "vitdet", "wav2vec2", "whisper"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
@@ -128,7 +129,9 @@ def example(config: dict[str, Any]) -> torch.Tensor:
         size = (config["num_frames"], config["num_channels"], config["image_size"], config["image_size"])
         return torch.randn(2, *size, generator=gen)
     if "image_size" in config:
-        return torch.randn(2, config["num_channels"], config["image_size"], config["image_size"], generator=gen)
+        side = config["image_size"]
+        sides = tuple(side) if isinstance(side, list) else (side, side)  # YOLOS's: (height, width)
+        return torch.randn(2, config["num_channels"], *sides, generator=gen)
     return torch.randint(0, config["vocab_size"], (2, LENGTH), generator=gen)
 
 

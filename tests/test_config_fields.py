@@ -53,6 +53,8 @@ TINY: dict[str, dict[str, Any]] = {
     "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16, "patch_size": 2,
              "num_labels": 3},
     "vivit": VIDEO | {"tubelet_size": [2, 4, 4]}, "videomae": VIDEO | {"tubelet_size": 2, "patch_size": 4},
+    "vitdet": {"hidden_size": 32, "mlp_ratio": 2, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 16,
+               "pretrain_image_size": 16, "patch_size": 4, "window_size": 2, "window_block_indices": [1]},
     "yolos": VISION | {"image_size": [16, 16], "use_mid_position_embeddings": False, "num_detection_tokens": 3},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
@@ -66,7 +68,7 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "big_bird", "clip",
                "hubert", "llava", "mbart", "modernbert", "siglip", "t5",
-               "vitdet", "wav2vec2", "whisper"}
+               "wav2vec2", "whisper"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)

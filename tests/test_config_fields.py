@@ -24,6 +24,7 @@ from exactness import assert_matches, randomise
 from zoo.convert.common import GENERIC_KEYS
 from zoo.convert.decoder import Decoder
 from zoo.convert.families import declared
+from zoo.convert.wav2vec2 import waves
 
 LENGTH = 13  # an odd length, shorter than every tiny context
 DECODER = {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
@@ -34,6 +35,8 @@ VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "n
           "image_size": 16, "patch_size": 4, "num_labels": 3}
 DINOV2 = {k: v for k, v in VISION.items() if k != "intermediate_size"}  # its width: mlp_ratio
 VIDEO = {k: v for k, v in VISION.items() if k != "patch_size"} | {"num_frames": 4}  # its patches: tubelets
+AUDIO = {k: v for k, v in ENCODER.items() if k != "max_position_embeddings"} | {"conv_dim": [16, 16], "conv_kernel": [5, 3], "conv_stride": [3, 2], "num_conv_pos_embeddings": 8,
+                   "num_conv_pos_embedding_groups": 4}
 # family module -> its tiny config's values (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
@@ -55,6 +58,7 @@ TINY: dict[str, dict[str, Any]] = {
     "vivit": VIDEO | {"tubelet_size": [2, 4, 4]}, "videomae": VIDEO | {"tubelet_size": 2, "patch_size": 4},
     "vitdet": {"hidden_size": 32, "mlp_ratio": 2, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 16,
                "pretrain_image_size": 16, "patch_size": 4, "window_size": 2, "window_block_indices": [1]},
+    "wav2vec2": AUDIO, "hubert": AUDIO,
     "yolos": VISION | {"image_size": [16, 16], "use_mid_position_embeddings": False, "num_detection_tokens": 3},
     "gpt_neo": {"vocab_size": 61, "hidden_size": 32, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 32,
                 "window_size": 5, "attention_types": [[["global", "local"], 1]]},
@@ -67,19 +71,21 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # The registry's families this test does not cover yet (each named, none silently): encoders,
 # encoder-decoders, vision, audio and composite models, whose converters declare no keys yet.
 NOT_COVERED = {"bart", "big_bird", "clip",
-               "hubert", "llava", "mbart", "modernbert", "siglip", "t5",
-               "wav2vec2", "whisper"}
+               "llava", "mbart", "modernbert", "siglip", "t5",
+               "whisper"}
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)
 FROM_NONE = {"sliding_window": 5, "head_dim": 16, "n_inner": 40, "intermediate_size": 40,
              "attn_logit_softcapping": 5.0, "final_logit_softcapping": 5.0, "use_bidirectional_attention": True,
              "pad_token_id": 3, "bos_token_id": 3, "eos_token_id": 3, "classifier_dropout": 0.3,
-             "summary_activation": "tanh"}
+             "summary_activation": "tanh", "adapter_attn_dim": 16}
 # a string field -> legal values, the first that differs from the tiny config's is taken
 OTHER_STRING = {"hidden_act": ("gelu", "relu"), "activation": ("gelu", "relu"), "hidden_activation": ("gelu", "relu"),
                 "activation_function": ("relu",), "summary_type": ("last",), "problem_type": ("regression",),
-                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",)}
+                "position_embedding_type": ("relative_key",), "pooler_act": ("relu",),
+                "feat_extract_activation": ("gelu", "relu"), "feat_extract_norm": ("group", "layer"),
+                "ctc_loss_reduction": ("sum", "mean")}  # wav2vec 2.0's, HuBERT's
 # a field whose value has a structure of its own -> another value of that structure
 OTHER_VALUE = {"attention_types": [[["local", "global"], 1]], "attention_layers": ["local", "global"],  # GPT-Neo
                "out_features": ["stage1"], "out_indices": [1], "stage_names": ["stem", "stage1"],  # vision backbones
@@ -124,9 +130,12 @@ def converter(family: str) -> Callable[[torch.nn.Module], torch.nn.Module]:
 
 
 def example(config: dict[str, Any]) -> torch.Tensor:
-    """(2, 13) token ids of the config's vocabulary, (2, C, S, S) images of its size, or (2, F, C, S, S)
-    clips of its frames."""
+    """(2, 13) token ids of the config's vocabulary, (2, C, S, S) images of its size, (2, F, C, S, S)
+    clips of its frames, or (2, T) waveforms of a dozen output vectors (wav2vec 2.0's example)."""
     gen = torch.Generator().manual_seed(1)
+    if "conv_kernel" in config:
+        torch.manual_seed(1)
+        return waves({"embedder": config})
     if "num_frames" in config:
         size = (config["num_frames"], config["num_channels"], config["image_size"], config["image_size"])
         return torch.randn(2, *size, generator=gen)

@@ -24,10 +24,11 @@ MODEL_TYPES = ("videomae",)  # the config.json model_type values this converter 
 
 # Checkpoint files keep the q and v biases as lone tensors (transformers 4 names).
 FILE_NAMES = (("attention.q_bias", "attention.query.bias"), ("attention.v_bias", "attention.value.bias"))
-# every VideoMAEConfig key the converter reads (:func:`videomae_shape`) or ignores: the pre-training
-# decoder's sizes and loss (VideoMAEForVideoClassification builds neither)
+# every VideoMAEConfig key the converter reads (:func:`videomae_shape`; qkv_bias: the released configs'
+# spelling of qv_bias, which transformers reads as it) or ignores: the pre-training decoder's sizes
+# and loss (VideoMAEForVideoClassification builds neither)
 CONFIG_KEYS = VIDEO_KEYS | ConfigKeys(
-    reads=frozenset({"qv_bias", "tubelet_size", "patch_size", "use_mean_pooling"}),
+    reads=frozenset({"qv_bias", "qkv_bias", "tubelet_size", "patch_size", "use_mean_pooling"}),
     ignores=frozenset({"decoder_hidden_size", "decoder_intermediate_size", "decoder_num_attention_heads",
                        "decoder_num_hidden_layers", "norm_pix_loss"}))
 
@@ -62,7 +63,8 @@ def videomae_shape(config: dict[str, Any]) -> dict[str, Any]:
     mean = config["use_mean_pooling"]
     pooling = {"final_norm": False, "head.pool": "mean", "head.norm_eps": 1e-5} if mean else \
         {"final_norm": True, "head.pool": "cls", "head.norm_eps": None}
-    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"), config["qv_bias"])
+    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"),
+                        config.get("qv_bias", config.get("qkv_bias", True)))
     return shape | {"block.bias_k": False} | pooling
 
 

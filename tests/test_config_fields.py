@@ -35,8 +35,9 @@ VISION = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "n
           "image_size": 16, "patch_size": 4, "num_labels": 3}
 DINOV2 = {k: v for k, v in VISION.items() if k != "intermediate_size"}  # its width: mlp_ratio
 VIDEO = {k: v for k, v in VISION.items() if k != "patch_size"} | {"num_frames": 4}  # its patches: tubelets
-AUDIO = {k: v for k, v in ENCODER.items() if k != "max_position_embeddings"} | {"conv_dim": [16, 16], "conv_kernel": [5, 3], "conv_stride": [3, 2], "num_conv_pos_embeddings": 8,
-                   "num_conv_pos_embedding_groups": 4}
+AUDIO = {k: v for k, v in ENCODER.items() if k != "max_position_embeddings"} | {
+    "conv_dim": [16, 16], "conv_kernel": [5, 3], "conv_stride": [3, 2], "num_conv_pos_embeddings": 8,
+    "num_conv_pos_embedding_groups": 4}
 # family module -> its tiny config's values (the class is its FAMILY's config_class)
 TINY: dict[str, dict[str, Any]] = {
     "llama": DECODER, "mistral": DECODER | {"sliding_window": 5}, "qwen2": DECODER, "qwen3": DECODER | {"head_dim": 8},
@@ -53,8 +54,8 @@ TINY: dict[str, dict[str, Any]] = {
             "image_size": 16, "patch_size": 4, "num_labels": 3},
     "deit": VISION, "dinov2": DINOV2, "dinov2_registers": DINOV2 | {"num_register_tokens": 2},
     "beit": VISION | {"use_relative_position_bias": True},
-    "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16, "patch_size": 2,
-             "num_labels": 3},
+    "swin": {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 2, "image_size": 16,
+             "patch_size": 2, "num_labels": 3},
     "vivit": VIDEO | {"tubelet_size": [2, 4, 4]}, "videomae": VIDEO | {"tubelet_size": 2, "patch_size": 4},
     "vitdet": {"hidden_size": 32, "mlp_ratio": 2, "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 16,
                "pretrain_image_size": 16, "patch_size": 4, "window_size": 2, "window_block_indices": [1]},

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS
-from zoo.convert.common import (ConfigKeys, build_net, check_keys, layer_pattern, load_mapped, read_checkpoint_dir, refuse,
-                               shape_overrides)
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, layer_pattern, load_mapped, read_checkpoint_dir,
+                               refuse, shape_overrides)
 from zoo.convert.vit import classifier_pretrained
 from zoo.convert.family import Family, config_only, image, image_processor, layer_masks
 

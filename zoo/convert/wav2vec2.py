@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import (ConfigKeys, build_net, check_keys, init_net, leave_out, load_mapped, read_checkpoint_dir,
-                               shape_overrides)
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, init_net, leave_out, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import Family, at
 
 log = logging.getLogger(__name__)

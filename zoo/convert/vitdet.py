@@ -130,7 +130,7 @@ FAMILY = Family(
     keys={"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
           "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
           "image_size": "embedder.image_size", "pretrain_image_size": "embedder.image_size",
-          "num_channels": "embedder.channels", "hidden_dropout_prob": "block.dropout"},
+          "num_channels": "embedder.channels", "dropout_prob": "block.dropout"},
     activations=ACTIVATIONS, activation_key="hidden_act",
     # the backbone: no head (a zoo ViTDet classifier's head has no place in VitDetModel)
     shape=config_only(lambda c: {k: v for k, v in vitdet_shape(c).items() if not k.startswith("head.")}),

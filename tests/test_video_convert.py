@@ -75,3 +75,14 @@ def test_clip_of_another_shape_names_both():
         net(torch.zeros(1, 6, 3, 32, 32))
     with pytest.raises(InstantiationException, match="7 frames are not divisible by the tubelet's 2 frames"):
         build_net("vivit", [], {"num_classes": 3, "num_frames": 7, "image_size": 32, "channels": 3})
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_videomae_released_configs_qkv_bias_spelling_is_read_as_qv_bias(bias):
+    """The released VideoMAE configs (MCG-NJU's) say ``qkv_bias``, which transformers reads as ``qv_bias``:
+    the converter reads it too (a folder's config.json is read as written, not through VideoMAEConfig)."""
+    config = VideoMAEConfig(**SHAPE, tubelet_size=2, patch_size=4).to_dict()
+    config["qkv_bias"] = config.pop("qv_bias") and bias
+    assert VideoMAEConfig(**config).qv_bias is bias  # as transformers reads it
+    shape = videomae.videomae_shape(config)
+    assert (shape["block.bias_q"], shape["block.bias_v"], shape["block.bias_k"]) == (bias, bias, False)

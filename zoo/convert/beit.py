@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vit
-from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import ConfigKeys, build_net, check_keys, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import FILE_NAMES, classifier_pretrained, hf_block_weights, rename_parts, vit_shape
 
@@ -20,11 +20,25 @@ BIAS_NAMES = (("encoder.relative_position_bias.", "shared_position_bias."),
               ("attention.attention.relative_position_bias.", "relative_position_bias."))
 ATTN = {"q": "attention.q_proj", "k": "attention.k_proj", "v": "attention.v_proj", "out": "attention.o_proj"}
 TABLE = "relative_position_bias_table"
+# every BeitConfig key the converter reads (:func:`beit_shape`; BEiT's query and value always have a
+# bias, its key none) or ignores: stochastic depth (training only), what masked-image pre-training
+# alone reads (the mask token, the visual-token vocabulary) and what the backbone and the semantic
+# segmentation heads alone read (stages, FPN, pyramid pooling, auxiliary head)
+CONFIG_KEYS = ConfigKeys(
+    reads=vit.CONFIG_KEYS.reads - {"qkv_bias"} | {"use_relative_position_bias", "use_shared_relative_position_bias",
+                                                  "layer_scale_init_value", "use_mean_pooling",
+                                                  "use_absolute_position_embeddings"},
+    ignores=frozenset({"drop_path_rate", "use_mask_token", "vocab_size", "out_features", "out_indices", "stage_names",
+                       "reshape_hidden_states", "add_fpn", "pool_scales", "use_auxiliary_head",
+                       "auxiliary_loss_weight", "auxiliary_channels", "auxiliary_num_convs", "auxiliary_concat_input",
+                       "semantic_loss_ignore_index"}))
 
 
 def beit_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=beit`` the shape of a
-    Hugging Face ``BeitConfig`` (as a dict). A BEiT with both bias kinds, or neither, is refused."""
+    Hugging Face ``BeitConfig`` (as a dict). A BEiT with both bias kinds, or neither, is refused, as is
+    a key the converter does not implement (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     shared, per_layer = config.get("use_shared_relative_position_bias", False), config.get(
         "use_relative_position_bias", False)
     if shared == per_layer:

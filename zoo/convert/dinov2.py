@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from zoo.convert import vit
-from zoo.convert.common import build_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, leave_out, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import FILE_NAMES, classifier_pretrained, hf_vit_state_dict, rename_parts, vit_shape
 
@@ -23,6 +24,15 @@ MODEL_TYPES = ("dinov2", "dinov2_with_registers")  # the config.json model_type 
 # how each resamples its position table to another grid (Hugging Face's interpolate_pos_encoding)
 RESAMPLING = {"dinov2": "bicubic", "dinov2_with_registers": "bicubic_antialias"}
 PREFIXES = ("dinov2.", "dinov2_with_registers.", "")  # the backbone's, in a classifier or bare
+# every Dinov2Config key the converter reads (:func:`dinov2_shape`; use_swiglu_ffn is refused there)
+# or ignores: stochastic depth (training only), the mask token's presence (masked pre-training only:
+# the token is left out) and what Dinov2Backbone alone reads (its stages, their final norm and layout)
+CONFIG_KEYS = ConfigKeys(
+    reads=vit.CONFIG_KEYS.reads - {"intermediate_size"} | {"mlp_ratio", "layerscale_value", "use_swiglu_ffn"},
+    ignores=frozenset({"drop_path_rate", "use_mask_token", "out_features", "out_indices", "stage_names",
+                       "apply_layernorm", "reshape_hidden_states"}))
+# a Dinov2WithRegistersConfig's: Dinov2Config's and the register count
+WITH_REGISTERS = CONFIG_KEYS | ConfigKeys(reads=frozenset({"num_register_tokens"}))
 
 
 def dinov2_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -34,6 +44,7 @@ def dinov2_shape(config: dict[str, Any]) -> dict[str, Any]:
     kind = config.get("model_type", "dinov2")
     if kind not in RESAMPLING:
         raise ValueError(f"model_type={kind!r}: the DINOv2 converter reads {sorted(RESAMPLING)}")
+    check_keys(config, WITH_REGISTERS if kind == "dinov2_with_registers" else CONFIG_KEYS)
     registers = config.get("num_register_tokens", 0) if kind == "dinov2_with_registers" else 0
     d_ff = int(config["hidden_size"] * config.get("mlp_ratio", 4))
     return vit_shape(config | {"intermediate_size": d_ff}) | {

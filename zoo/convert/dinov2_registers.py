@@ -4,7 +4,9 @@ checkpoints name :mod:`zoo.convert.dinov2`, which reads both kinds of folder).""
 
 from __future__ import annotations
 
-from zoo.convert.dinov2 import FAMILY as PLAIN, pretrained  # noqa: F401  (the model.init_from hook: dinov2's)
+# the model.init_from hook and the in-memory converter: dinov2's, which reads both kinds of folder
+from zoo.convert.dinov2 import FAMILY as PLAIN, from_transformers, pretrained  # noqa: F401
+from zoo.convert.dinov2 import WITH_REGISTERS as CONFIG_KEYS  # noqa: F401  (Dinov2Config's keys | the register count)
 from zoo.convert.family import Family
 
 FAMILY = Family(**{**PLAIN.__dict__, "hf_class": "Dinov2WithRegistersForImageClassification",

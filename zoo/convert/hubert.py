@@ -12,10 +12,18 @@ from typing import Any
 
 from torch import nn
 
+from zoo.convert import wav2vec2
+from zoo.convert.common import ConfigKeys
 from zoo.convert.wav2vec2 import Layout, family, read
 
-HUBERT = Layout(("hubert",), "hubert.", "HubertForCTC", "HubertConfig",
-                {"conv_pos_batch_norm": False, "feat_proj_layer_norm": True, "use_weighted_layer_sum": False})
+# HubertConfig's keys: wav2vec 2.0's, and the two options the zoo builds at one value only
+CONFIG_KEYS = wav2vec2.CONFIG_KEYS | ConfigKeys(fixed={"conv_pos_batch_norm": False, "feat_proj_layer_norm": True})
+HUBERT = Layout(("hubert",), "hubert.", "HubertForCTC", "HubertConfig", CONFIG_KEYS)
+
+
+def from_transformers(hf_model) -> nn.Module:
+    """A zoo ``model=wav2vec2`` net holding a ``HubertForCTC``'s weights."""
+    return wav2vec2.from_transformers(hf_model, layout=HUBERT)
 
 
 def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.Module]:

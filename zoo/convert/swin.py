@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from zoo.convert import vit
 from zoo.convert.beit import ATTN
-from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import ConfigKeys, build_net, check_keys, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, rename_parts
 
@@ -22,11 +22,24 @@ FILE_NAMES = (("attention.self.relative_position_bias_table", "attention.relativ
               ("attention.self.value", "attention.v_proj"), ("attention.output.dense", "attention.o_proj"),
               ("intermediate.dense", "mlp.fc1"), ("output.dense", "mlp.fc2"))
 EMBEDDINGS_EPS = 1e-5  # Swin's LayerNorm after the patchify conv: torch's default, whatever layer_norm_eps says
+# every SwinConfig key the converter reads (:func:`swin_shape`; use_absolute_embeddings is refused there)
+# or ignores: stochastic depth (training only), the masked-image decoder's stride, what the backbone
+# alone reads (its stages), hidden_size and num_layers, which SwinForImageClassification derives
+# from embed_dim and depths instead of reading them, and path_norm, which the released checkpoints'
+# configs hold (microsoft/swin-tiny-patch4-window7-224's) and no transformers code reads
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"embed_dim", "depths", "num_heads", "window_size", "mlp_ratio", "qkv_bias", "hidden_act",
+                     "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "image_size",
+                     "patch_size", "num_channels", "use_absolute_embeddings"}),
+    ignores=frozenset({"drop_path_rate", "encoder_stride", "out_features", "out_indices", "stage_names",
+                       "hidden_size", "num_layers", "path_norm"}))
 
 
 def swin_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=swin`` the shape of a Hugging
-    Face ``SwinConfig`` (as a dict). Every dependent key is listed, so they apply to a resolved config."""
+    Face ``SwinConfig`` (as a dict). Every dependent key is listed, so they apply to a resolved config.
+    A key the converter does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     if config.get("use_absolute_embeddings"):
         raise ValueError("use_absolute_embeddings=True (Swin adds its positions after the patch norm, the zoo's "
                          "PatchEmbedder before it) is not supported: convert a Swin without absolute positions")

@@ -15,15 +15,22 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vivit
-from zoo.convert.common import load_mapped, read_checkpoint_dir
+from zoo.convert.common import ConfigKeys, check_keys, load_mapped, read_checkpoint_dir
 from zoo.convert.family import Family, config_only, video
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, rename_parts
-from zoo.convert.vivit import VIDEO_INPUTS, _square, video_net, video_shape
+from zoo.convert.vivit import VIDEO_INPUTS, VIDEO_KEYS, _square, video_net, video_shape
 
 MODEL_TYPES = ("videomae",)  # the config.json model_type values this converter reads
 
 # Checkpoint files keep the q and v biases as lone tensors (transformers 4 names).
 FILE_NAMES = (("attention.q_bias", "attention.query.bias"), ("attention.v_bias", "attention.value.bias"))
+# every VideoMAEConfig key the converter reads (:func:`videomae_shape`; qkv_bias: the released configs'
+# spelling of qv_bias, which transformers reads as it) or ignores: the pre-training decoder's sizes
+# and loss (VideoMAEForVideoClassification builds neither)
+CONFIG_KEYS = VIDEO_KEYS | ConfigKeys(
+    reads=frozenset({"qv_bias", "qkv_bias", "tubelet_size", "patch_size", "use_mean_pooling"}),
+    ignores=frozenset({"decoder_hidden_size", "decoder_intermediate_size", "decoder_num_attention_heads",
+                       "decoder_num_hidden_layers", "norm_pix_loss"}))
 
 
 def videomae_state_dict(hf: dict[str, Tensor], n_layers: int, positions: Tensor) -> dict[str, Tensor]:
@@ -50,11 +57,14 @@ def videomae_state_dict(hf: dict[str, Tensor], n_layers: int, positions: Tensor)
 
 def videomae_shape(config: dict[str, Any]) -> dict[str, Any]:
     """:func:`video_shape` of a ``VideoMAEConfig`` (as a dict): no key bias; mean pooling puts a
-    LayerNorm after the pooling, the other pooling (the first vector) one after the stack."""
+    LayerNorm after the pooling, the other pooling (the first vector) one after the stack; a key the
+    converter does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     mean = config["use_mean_pooling"]
     pooling = {"final_norm": False, "head.pool": "mean", "head.norm_eps": 1e-5} if mean else \
         {"final_norm": True, "head.pool": "cls", "head.norm_eps": None}
-    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"), config["qv_bias"])
+    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"),
+                        config.get("qv_bias", config.get("qkv_bias", True)))
     return shape | {"block.bias_k": False} | pooling
 
 

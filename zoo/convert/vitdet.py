@@ -18,17 +18,29 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.bert import ACTIVATIONS
-from zoo.convert.common import build_net, layer_pattern, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, layer_pattern, load_mapped, read_checkpoint_dir,
+                               refuse, shape_overrides)
 from zoo.convert.vit import classifier_pretrained
 from zoo.convert.family import Family, config_only, image, image_processor, layer_masks
 
 MODEL_TYPES = ("vitdet",)  # the config.json model_type values this converter reads
 HEAD_PREFIX = "head."
+# every VitDetConfig key the converter reads (:func:`vitdet_shape`, which refuses the settings the zoo
+# net does not compute) or ignores: stochastic depth and dropout (training only) and the stages a
+# VitDetBackbone returns (VitDetModel returns the last layer's)
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads", "mlp_ratio", "hidden_act",
+                     "layer_norm_eps", "qkv_bias", "image_size", "pretrain_image_size", "patch_size", "num_channels",
+                     "window_size", "window_block_indices", "residual_block_indices",
+                     "use_relative_position_embeddings", "use_absolute_position_embeddings"}),
+    ignores=frozenset({"drop_path_rate", "dropout_prob", "out_features", "out_indices", "stage_names"}))
 
 
 def vitdet_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values under ``model.net`` that give ``model=vitdet`` the shape of a ``VitDetConfig``
-    (every dependent key listed, for a resolved config)."""
+    (every dependent key listed, for a resolved config); a key the converter does not implement is
+    refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     refuse(config, "VitDetConfig", use_relative_position_embeddings=False, residual_block_indices=[],
            use_absolute_position_embeddings=True, pretrain_image_size=config["image_size"])
     if config["hidden_act"] not in ACTIVATIONS:
@@ -118,7 +130,7 @@ FAMILY = Family(
     keys={"num_hidden_layers": "n_layers", "hidden_size": "block.d_model", "num_attention_heads": "block.n_heads",
           "layer_norm_eps": "block.norm_eps", "qkv_bias": "block.bias_q", "patch_size": "embedder.patch_size",
           "image_size": "embedder.image_size", "pretrain_image_size": "embedder.image_size",
-          "num_channels": "embedder.channels", "hidden_dropout_prob": "block.dropout"},
+          "num_channels": "embedder.channels", "dropout_prob": "block.dropout"},
     activations=ACTIVATIONS, activation_key="hidden_act",
     # the backbone: no head (a zoo ViTDet classifier's head has no place in VitDetModel)
     shape=config_only(lambda c: {k: v for k, v in vitdet_shape(c).items() if not k.startswith("head.")}),

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vit
-from zoo.convert.common import build_net, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import ConfigKeys, build_net, check_keys, load_mapped, read_checkpoint_dir, shape_overrides
 from zoo.convert.family import Family, config_only, image_processor, video
 from zoo.convert.vit import FILE_NAMES, HF_ACTIVATIONS, classifier_pretrained, hf_vit_state_dict, rename_parts
 
@@ -20,6 +20,16 @@ MODEL_TYPES = ("vivit",)  # the config.json model_type values this converter rea
 # ViViT's default ``gelu_fast`` is the tanh approximation with sqrt(2 / pi) cut to 10 digits
 # (0.7978845608): a 3e-12 relative difference from the Block's gelu_tanh, far below fp32 rounding.
 ACTIVATIONS = HF_ACTIVATIONS | {"gelu_fast": "gelu_tanh"}
+# the keys of a video classifier's config (ViViT's, VideoMAE's) that :func:`video_shape` reads, and
+# the dropouts it ignores (they do not change the logits; the zoo video nets train without them)
+VIDEO_KEYS = ConfigKeys(reads=frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                                         "hidden_act", "layer_norm_eps", "num_frames", "image_size", "num_channels"}),
+                        ignores=frozenset({"hidden_dropout_prob", "attention_probs_dropout_prob"}))
+# every VivitConfig key the converter reads or ignores: the pooler's (VivitForVideoClassification has none)
+CONFIG_KEYS = VIDEO_KEYS | ConfigKeys(reads=frozenset({"qkv_bias", "tubelet_size"}),
+                                      ignores=frozenset({"pooler_act", "pooler_output_size"}))
+
+
 def _square(value: int | list[int], what: str) -> int:
     """``image_size`` / a patch side given as one int or an (h, w) pair; the zoo's are square."""
     sides = [value] * 2 if isinstance(value, int) else list(value)
@@ -70,7 +80,9 @@ def vivit_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
 
 
 def vivit_shape(config: dict[str, Any]) -> dict[str, Any]:
-    """:func:`video_shape` of a ``VivitConfig`` (as a dict): square tubelets only."""
+    """:func:`video_shape` of a ``VivitConfig`` (as a dict): square tubelets only; a key the converter
+    does not implement is refused by name (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     tubelet = list(config["tubelet_size"])
     return video_shape(config, tubelet[0], _square(tubelet[1:], "tubelet_size[1:]"), config["qkv_bias"])
 

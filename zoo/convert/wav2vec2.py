@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.common import build_net, init_net, leave_out, load_mapped, read_checkpoint_dir, refuse, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, init_net, leave_out, load_mapped,
+                               read_checkpoint_dir, shape_overrides)
 from zoo.convert.family import Family, at
 
 log = logging.getLogger(__name__)
@@ -25,24 +26,46 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "relu": "relu", "silu
 @dataclass(frozen=True)
 class Layout:
     """What differs between the families of this layout: the checkpoint's ``model_type`` values, the
-    prefix of the encoder's weights, the Hugging Face class and the config keys only the zoo's value
-    of which it can express (``refused``: key -> that value)."""
+    prefix of the encoder's weights, the Hugging Face class and config class, and the config keys its
+    converter reads, ignores or expresses at one value only (``keys``, :func:`check_keys`)."""
 
     model_types: tuple[str, ...]
     prefix: str
     hf_class: str
     config_class: str
-    refused: dict[str, Any]
+    keys: ConfigKeys
 
 
-WAV2VEC2 = Layout(("wav2vec2",), "wav2vec2.", "Wav2Vec2ForCTC", "Wav2Vec2Config",
-                  {"add_adapter": False, "use_weighted_layer_sum": False, "adapter_attn_dim": None})
+# every Wav2Vec2Config key the converter reads (:func:`shape`), ignores or computes at one value only
+# (an adapter on top, a weighted sum of the layers, attention adapters: ``fixed``). Ignored: the
+# feature projection's dropout and LayerDrop (training only), SpecAugment's masking (training only),
+# the pre-training quantiser and contrastive loss, the CTC loss's settings (the logits do not change),
+# the other heads' sizes (sequence classification, x-vector), the adapter's sizes (no adapter is
+# built), num_feat_extract_layers (transformers holds it to len(conv_dim)), and three keys the released
+# checkpoints' configs hold (facebook/wav2vec2-base-960h's) that no transformers code reads
+CONFIG_KEYS = ConfigKeys(
+    reads=frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+                     "feat_extract_activation", "do_stable_layer_norm", "conv_dim", "conv_kernel", "conv_stride",
+                     "conv_bias", "feat_extract_norm", "num_conv_pos_embeddings", "num_conv_pos_embedding_groups",
+                     "layer_norm_eps", "vocab_size", "final_dropout", "hidden_dropout", "attention_dropout",
+                     "activation_dropout"}),
+    ignores=frozenset({"feat_proj_dropout", "layerdrop", "apply_spec_augment", "mask_time_prob", "mask_time_length",
+                       "mask_time_min_masks", "mask_feature_prob", "mask_feature_length", "mask_feature_min_masks",
+                       "feat_quantizer_dropout", "num_codevectors_per_group", "num_codevector_groups",
+                       "contrastive_logits_temperature", "num_negatives", "codevector_dim", "proj_codevector_dim",
+                       "diversity_loss_weight", "ctc_loss_reduction", "ctc_zero_infinity", "classifier_proj_size",
+                       "tdnn_dim", "tdnn_kernel", "tdnn_dilation", "xvector_output_dim", "adapter_kernel_size",
+                       "adapter_stride", "num_adapter_layers", "output_hidden_size", "num_feat_extract_layers",
+                       "feat_extract_dropout", "hidden_dropout_prob", "gradient_checkpointing"}),
+    fixed={"add_adapter": False, "use_weighted_layer_sum": False, "adapter_attn_dim": None})
+WAV2VEC2 = Layout(("wav2vec2",), "wav2vec2.", "Wav2Vec2ForCTC", "Wav2Vec2Config", CONFIG_KEYS)
 
 
 def shape(config: dict[str, Any], layout: Layout = WAV2VEC2) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give the zoo net the shape (and
-    dropout) of a Hugging Face ``config.json`` of ``layout``; every dependent key is listed."""
-    refuse(config, f"{layout.hf_class} config", **layout.refused)
+    dropout) of a Hugging Face ``config.json`` of ``layout``; every dependent key is listed. A key the
+    converter does not implement is refused by name (``layout.keys``)."""
+    check_keys(config, layout.keys)
     c, stable = config, bool(config.get("do_stable_layer_norm", False))
     d, vocab = c["hidden_size"], c["vocab_size"]
     for key in ("hidden_act", "feat_extract_activation"):

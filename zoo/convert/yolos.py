@@ -17,7 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vit
-from zoo.convert.common import build_net, leave_out, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, leave_out, load_mapped, read_checkpoint_dir,
+                               shape_overrides)
 from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, vit_shape
 from zoo.convert.vivit import _square
@@ -28,6 +29,13 @@ ATTENTION = {"q": "attention.attention.query", "k": "attention.attention.key", "
              "out": "attention.output.dense"}
 FFN = {"fc_in": "intermediate.dense", "fc_out": "output.dense"}
 MLPS = {"classes": "class_labels_classifier", "boxes": "bbox_predictor"}  # zoo head part -> HF module
+# every YolosConfig key the converter reads (:func:`yolos_shape`; use_mid_position_embeddings=True is
+# refused there) or ignores: the Hungarian matcher's costs and the loss's weights (training only: the
+# detections do not change)
+CONFIG_KEYS = ConfigKeys(
+    reads=vit.CONFIG_KEYS.reads | {"num_detection_tokens", "use_mid_position_embeddings"},
+    ignores=frozenset({"auxiliary_loss", "class_cost", "bbox_cost", "giou_cost", "bbox_loss_coefficient",
+                       "giou_loss_coefficient", "eos_coefficient"}))
 
 
 def yolos_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
@@ -52,7 +60,9 @@ def yolos_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
 def yolos_shape(config: dict[str, Any]) -> dict[str, Any]:
     """The values, keyed by their path under ``model.net``, that give ``model=yolos`` the shape (and
     dropout) of a Hugging Face ``YolosConfig`` (as a dict): the ViT's (:func:`~zoo.convert.vit.vit_shape`)
-    with square sides and the detection tokens; what the zoo cannot hold is refused, naming the setting."""
+    with square sides and the detection tokens; what the zoo cannot hold is refused, naming the setting
+    (:data:`CONFIG_KEYS`)."""
+    check_keys(config, CONFIG_KEYS)
     if config.get("use_mid_position_embeddings", True):
         raise ValueError("use_mid_position_embeddings=True (YolosConfig's default): positions added again "
                          "after each layer are not supported by the zoo's YOLOS; convert a model built with "

@@ -21,10 +21,8 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import TextLabels
-from zoo.data.checks import utf8_text
-from zoo.data.text import ROW_FORMATS, hold_out, is_saved_dataset, locate
+from zoo.data.text import ROW_FORMATS, hold_out, is_saved_dataset, load_rows, locate
 from zoo.data.tokenizers import HFTokenizer
-from zoo.terminal import on_terminal
 
 # Role tokens, Hugging Face's names first: BERT's WordPiece, then RoBERTa's BPE.
 CLS, SEP, PAD, UNK, MASK = ("[CLS]", "<s>"), ("[SEP]", "</s>"), ("[PAD]", "<pad>"), ("[UNK]", "<unk>"), ("[MASK]", "<mask>")
@@ -46,19 +44,8 @@ def read_rows(source: str, key: str, columns: tuple[str, str | None, str], quoti
         if not path.is_file() or suffix not in ROW_FORMATS:
             raise ValueError(f"{key}={source}: expected a rows file ({', '.join(ROW_FORMATS)}) or a save_to_disk "
                              f"folder")
-        builder, options = ROW_FORMATS[suffix]
-        if builder == "csv":
-            options = options | {"quoting": QUOTING[quoting]}
-        if builder != "parquet":
-            utf8_text(path.read_bytes(), path)
-        if not on_terminal():
-            datasets.disable_progress_bars()
-        try:
-            rows = datasets.load_dataset(builder, data_files=str(path), split="train",
-                                         cache_dir=str(cache_dir / "datasets"), **options)
-        except Exception as err:  # datasets' errors are long and name the builder, not always the file
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
+        quoted = {"quoting": QUOTING[quoting]} if ROW_FORMATS[suffix][0] == "csv" else {}
+        rows = load_rows(path, cache_dir, quoted)
     text, pair, label = columns
     for name, column in (("column", text), ("text_pair", pair), ("label", label)):
         if column is not None and column not in rows.column_names:

@@ -18,6 +18,7 @@ import glob
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
@@ -112,23 +113,30 @@ def read_documents(source: str, key: str, column: str, cache_dir: Path) -> list[
 
 def file_documents(path: Path, column: str, cache_dir: Path) -> list[str]:
     """The documents of one file: its text (plain text), or its rows' ``column``."""
-    suffix = path.suffix.lower()
-    if suffix not in ROW_FORMATS:
+    if path.suffix.lower() not in ROW_FORMATS:
         return [utf8_text(path.read_bytes(), path)]
-    builder, options = ROW_FORMATS[suffix]
-    if suffix not in BINARY_ROWS:
-        utf8_text(path.read_bytes(), path)  # refused here with its line, not deep inside a reader
+    return column_texts(load_rows(path, cache_dir), column, path)
+
+
+def load_rows(path: Path, cache_dir: Path, options: dict[str, Any] | None = None):
+    """The rows of a rows file (a suffix of :data:`ROW_FORMATS`) through ``datasets``, its cache under
+    ``cache_dir``, with the builder's ``options`` besides the format's own (a CSV's quoting): a text
+    file is checked as UTF-8 first (refused with its line, not deep inside a reader), and what
+    ``datasets`` cannot read is refused in one line naming the file."""
     import datasets
 
+    suffix = path.suffix.lower()
+    builder, own = ROW_FORMATS[suffix]
+    if suffix not in BINARY_ROWS:
+        utf8_text(path.read_bytes(), path)
     if not on_terminal():
         datasets.disable_progress_bars()
     try:
-        rows = datasets.load_dataset(builder, data_files=str(path), split="train",
-                                     cache_dir=str(cache_dir / "datasets"), **options)
+        return datasets.load_dataset(builder, data_files=str(path), split="train",
+                                     cache_dir=str(cache_dir / "datasets"), **own, **(options or {}))
     except Exception as err:  # datasets' errors are long and name the builder, not always the file
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
-    return column_texts(rows, column, path)
 
 
 def column_texts(rows, column: str, where: Path) -> list[str]:

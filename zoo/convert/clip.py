@@ -260,7 +260,11 @@ def caption_tokenizer(folder: Path) -> None:
     from tokenizers import Tokenizer, processors
 
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    eos = config["eos_token"]
+    eos = config.get("eos_token")
+    if eos is None:
+        raise ValueError("the run's tokenizer has no end-of-text token, where the exported text tower pools each "
+                         "caption: train with one (the caption data's tokenizers have <eos>), or export with "
+                         "hf_class=zoo")
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tok.post_processor = processors.TemplateProcessing(single=f"$A {eos}", special_tokens=[(eos, tok.token_to_id(eos))])
     tok.save(str(folder / "tokenizer.json"))

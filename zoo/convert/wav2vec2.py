@@ -202,7 +202,10 @@ def ctc_tokenizer(folder: Path) -> None:
 
     config = json.loads((folder / "tokenizer_config.json").read_text())
     data = json.loads((folder / "tokenizer.json").read_text())
-    pad = config["pad_token"]
+    pad = config.get("pad_token")
+    if pad is None:
+        raise ValueError("the run's tokenizer has no pad token, which Wav2Vec2CTCTokenizer decodes as CTC's blank: "
+                         "train with one (the speech data's tokenizers have <pad>), or export with hf_class=zoo")
     specials = {t["content"] for t in data["added_tokens"] if t["special"]} - {pad}
     vocab = {token: i for token, i in data["model"]["vocab"].items() if token not in specials}
     if any(len(token) != 1 for token in vocab.keys() - {pad}):

@@ -211,3 +211,29 @@ def test_benchmark_scripts_import_only_names_the_zoo_has(script):
             module = importlib.import_module(node.module)
             missing += [f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
     assert not missing, f"{script.name} imports what zoo no longer has: {missing}"
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``module: from zoo.x import _name`` for every zoo module that takes a name another module
+    keeps to itself (a leading underscore): a helper two modules share is public, in the lower of
+    them or a common one, so that changing it inside its module breaks nothing unseen."""
+    found = []
+    for name, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "zoo":
+                found += [f"{name}: from {node.module} import {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_zoo_module_takes_another_modules_private_helper():
+    assert private_imports() == []
+
+
+def test_the_private_import_checker_finds_one(tmp_path):
+    (tmp_path / "zoo" / "convert").mkdir(parents=True)
+    (tmp_path / "zoo" / "__init__.py").write_text("")
+    (tmp_path / "zoo" / "convert" / "vivit.py").write_text("def _square(x):\n    return x\n")
+    (tmp_path / "zoo" / "convert" / "yolos.py").write_text("from __future__ import annotations\n"
+                                                         "from zoo.convert.vivit import _square\n")
+    assert private_imports(tmp_path) == ["zoo.convert.yolos: from zoo.convert.vivit import _square"]

@@ -331,6 +331,15 @@ def refuse(config: dict[str, Any], source: str, **expected: Any) -> None:
                          f"(supported: {({k: expected[k] for k in unsupported})})")
 
 
+def square_side(value: int | list[int], what: str) -> int:
+    """``image_size`` / a patch side given as one int or an (h, w) pair (ViViT, VideoMAE, YOLOS);
+    the zoo's images, frames and patches are square, so an (h, w) pair of two sides is refused."""
+    sides = [value] * 2 if isinstance(value, int) else list(value)
+    if sides[0] != sides[1]:
+        raise ValueError(f"{what}={value}: the zoo's tubelets and frames are square")
+    return sides[0]
+
+
 def check_one_block(config: dict[str, Any]) -> None:
     """Refuse, naming the keys, an encoder-decoder config (BART's, Whisper's) whose towers differ
     in heads or width: both zoo towers share one Block config."""

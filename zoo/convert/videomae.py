@@ -15,10 +15,10 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vivit
-from zoo.convert.common import ConfigKeys, check_keys, load_mapped, read_checkpoint_dir
+from zoo.convert.common import ConfigKeys, check_keys, load_mapped, read_checkpoint_dir, square_side
 from zoo.convert.family import Family, config_only, video
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, rename_parts
-from zoo.convert.vivit import VIDEO_INPUTS, VIDEO_KEYS, _square, video_net, video_shape
+from zoo.convert.vivit import VIDEO_INPUTS, VIDEO_KEYS, video_net, video_shape
 
 MODEL_TYPES = ("videomae",)  # the config.json model_type values this converter reads
 
@@ -63,7 +63,7 @@ def videomae_shape(config: dict[str, Any]) -> dict[str, Any]:
     mean = config["use_mean_pooling"]
     pooling = {"final_norm": False, "head.pool": "mean", "head.norm_eps": 1e-5} if mean else \
         {"final_norm": True, "head.pool": "cls", "head.norm_eps": None}
-    shape = video_shape(config, config["tubelet_size"], _square(config["patch_size"], "patch_size"),
+    shape = video_shape(config, config["tubelet_size"], square_side(config["patch_size"], "patch_size"),
                         config.get("qv_bias", config.get("qkv_bias", True)))
     return shape | {"block.bias_k": False} | pooling
 

@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert import vit
-from zoo.convert.common import ConfigKeys, build_net, check_keys, load_mapped, read_checkpoint_dir, shape_overrides
+from zoo.convert.common import (ConfigKeys, build_net, check_keys, load_mapped, read_checkpoint_dir, shape_overrides,
+                               square_side)
 from zoo.convert.family import Family, config_only, image_processor, video
 from zoo.convert.vit import FILE_NAMES, HF_ACTIVATIONS, classifier_pretrained, hf_vit_state_dict, rename_parts
 
@@ -28,14 +29,6 @@ VIDEO_KEYS = ConfigKeys(reads=frozenset({"hidden_size", "num_hidden_layers", "nu
 # every VivitConfig key the converter reads or ignores: the pooler's (VivitForVideoClassification has none)
 CONFIG_KEYS = VIDEO_KEYS | ConfigKeys(reads=frozenset({"qkv_bias", "tubelet_size"}),
                                       ignores=frozenset({"pooler_act", "pooler_output_size"}))
-
-
-def _square(value: int | list[int], what: str) -> int:
-    """``image_size`` / a patch side given as one int or an (h, w) pair; the zoo's are square."""
-    sides = [value] * 2 if isinstance(value, int) else list(value)
-    if sides[0] != sides[1]:
-        raise ValueError(f"{what}={value}: the zoo's tubelets and frames are square")
-    return sides[0]
 
 
 def video_shape(config: dict[str, Any], tubelet: int, patch: int, qkv_bias: bool) -> dict[str, Any]:
@@ -57,7 +50,7 @@ def video_shape(config: dict[str, Any], tubelet: int, patch: int, qkv_bias: bool
         "embedder.tubelet_size": tubelet,
         "embedder.patch_size": patch,
         "embedder.frames": config["num_frames"],
-        "embedder.image_size": _square(config["image_size"], "image_size"),
+        "embedder.image_size": square_side(config["image_size"], "image_size"),
         "embedder.channels": config["num_channels"],
         "head.num_classes": len(config["id2label"]),
     }
@@ -84,7 +77,7 @@ def vivit_shape(config: dict[str, Any]) -> dict[str, Any]:
     does not implement is refused by name (:data:`CONFIG_KEYS`)."""
     check_keys(config, CONFIG_KEYS)
     tubelet = list(config["tubelet_size"])
-    return video_shape(config, tubelet[0], _square(tubelet[1:], "tubelet_size[1:]"), config["qkv_bias"])
+    return video_shape(config, tubelet[0], square_side(tubelet[1:], "tubelet_size[1:]"), config["qkv_bias"])
 
 
 @torch.no_grad()

@@ -18,10 +18,9 @@ from torch import Tensor, nn
 
 from zoo.convert import vit
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, leave_out, load_mapped, read_checkpoint_dir,
-                               shape_overrides)
+                               shape_overrides, square_side)
 from zoo.convert.family import Family, config_only, image, image_processor
 from zoo.convert.vit import classifier_pretrained, hf_block_weights, vit_shape
-from zoo.convert.vivit import _square
 
 MODEL_TYPES = ("yolos",)  # the config.json model_type values this converter reads
 # The layer names YOLOS keeps (transformers 5 did not rename them): zoo name -> module under the layer
@@ -68,8 +67,8 @@ def yolos_shape(config: dict[str, Any]) -> dict[str, Any]:
                          "after each layer are not supported by the zoo's YOLOS; convert a model built with "
                          "use_mid_position_embeddings=False")
     n = config["num_detection_tokens"]
-    return vit_shape(config) | {"embedder.image_size": _square(config["image_size"], "image_size"),
-                                "embedder.patch_size": _square(config["patch_size"], "patch_size"),
+    return vit_shape(config) | {"embedder.image_size": square_side(config["image_size"], "image_size"),
+                                "embedder.patch_size": square_side(config["patch_size"], "patch_size"),
                                 "embedder.n_detections": n, "head.n_detections": n}
 
 

@@ -252,7 +252,7 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
-KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric")  # a study file's keys
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric", "better", "baseline", "effect")  # a study file's keys
 NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
 
 
@@ -276,7 +276,8 @@ def check_shape(study: DictConfig) -> None:
                              f"a study's keys are {', '.join(KEYS)}")
     for key in ("name", "axis", "values", "seeds", "budget"):
         if study.get(key) is None:
-            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:-1])} (and a metric)")
+            raise ValueError(f"study {name}: no {key}: a study names {', '.join(KEYS[:6])} (and may name "
+                             f"{', '.join(KEYS[6:])})")
     check_name(name, "name", name)
     if not isinstance(study["values"], DictConfig) or not study["values"]:
         raise ValueError(f"study {name}: values: expected a mapping of value names to lists of overrides")
@@ -292,6 +293,14 @@ def check_shape(study: DictConfig) -> None:
     if twice:
         raise ValueError(f"study {name}: seeds={list(seeds)}: seed {twice[0]} twice; each seed once")
     budget_overrides(study)
+    if study.get("better", "lower") not in ("lower", "higher"):
+        raise ValueError(f"study {name}: better={study.better}: expected lower (a loss) or higher (an accuracy)")
+    if study.get("baseline") is not None and study.baseline not in study["values"]:
+        raise ValueError(f"study {name}: baseline={study.baseline} is not one of its values "
+                         f"({', '.join(study['values'])})")
+    effect = study.get("effect")
+    if effect is not None and (isinstance(effect, bool) or not isinstance(effect, (int, float)) or effect <= 0):
+        raise ValueError(f"study {name}: effect={effect}: expected a positive difference of its metric, e.g. 0.01")
 
 
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:

@@ -3,7 +3,9 @@ each run's config.yaml, budget.json, metrics.csv): ``report.md``, one row per va
 (parameters, FLOPs used, the final val metric's min / mean / max over the seeds, the val loss at
 each longer context of ``eval_contexts`` (contexts.json) likewise, tokens/s, peak memory), every
 run's state, and pictures of the val metric against FLOPs and against wall time, one line per value
-(the seeds' mean) with the seeds' band (min to max).
+(the seeds' mean) with the seeds' band (min to max); and each value paired with the study's
+baseline seed by seed (:mod:`zoo.cli.paired`: the mean difference, its intervals, the paired
+t-test's p-value and verdict, and the seeds a stated difference would need).
 
 Nothing is lost and nothing is averaged that should not be: every value and seed of the study is
 listed as finished, failed (and why), stopped (resumable) or missing; the table's numbers come
@@ -24,12 +26,14 @@ from pathlib import Path
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
+from zoo.cli.paired import ALPHA, POWER, RESAMPLES, paired, seeds_needed
 from zoo.cli.precheck import check_shape
 from zoo.cli.study import run_name
 from zoo.plots import plt, read_metrics, save_figure
 
 # What a finished run's budget.json holds that the report reads (zoo.train.budget).
 RECORDED = ("spent", "peak_memory_mb", "final")
+EFFECT = 0.01  # the difference of the metric whose seeds needed the report states, unless told another
 
 
 @dataclass
@@ -241,6 +245,43 @@ def table(all_runs: list[Run], metric: str, axis: str) -> str:
     return "\n".join(lines)
 
 
+def against_baseline(study: DictConfig, all_runs: list[Run], metric: str, effect: float) -> str:
+    """The paired comparison of each value with the study's baseline (``baseline:``, else its first
+    value) over the seeds both finished (:mod:`zoo.cli.paired`): a Markdown table, and the line of
+    how many seeds would detect a difference of ``effect``."""
+    by_value = {value: {r.seed: r.final for r in group} for value, group in averaged(all_runs).items()}
+    base = study.get("baseline") or next(iter(by_value))
+    lower = study.get("better", "lower") == "lower"
+    header = ["value", "paired seeds", f"mean difference in {metric}", "95% interval (t)", "95% interval (bootstrap)",
+              "p (paired t-test)", "verdict"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    needed = []
+    for value, finals in by_value.items():
+        if value == base:
+            continue
+        result = paired(by_value[base], finals, lower)
+        if result is None:
+            both = sorted(set(by_value[base]) & set(finals))
+            lines.append(f"| {value} | {', '.join(map(str, both)) or 'none'} | "
+                         + " | ".join(["n/a: fewer than 2 seeds finished for both"] * (len(header) - 2)) + " |")
+            continue
+        lines.append("| " + " | ".join([
+            value, ", ".join(map(str, result.seeds)), f"{result.mean:+.4f}",
+            "[{:+.4f}, {:+.4f}]".format(*result.t_interval), "[{:+.4f}, {:+.4f}]".format(*result.bootstrap_interval),
+            f"{result.p:.3g}", result.verdict]) + " |")
+        seeds = seeds_needed(result.spread, effect)
+        needed.append(f"{value} {seeds if seeds is not None else 'more than 10,000'} (sd of differences "
+                      f"{result.spread:.4f})")
+    direction = "lower" if lower else "higher"
+    return (f"## Against the baseline, {base}\n\nEach seed draws the same initial weights and data order for every "
+            f"value, so each seed's difference (value - {base}) is paired; {direction} {metric} is better. The "
+            f"intervals are 95%: Student's t over the seeds' differences, and a percentile bootstrap of their mean "
+            f"({RESAMPLES:,} resamples, seeded); the verdict is the paired t-test's at alpha = {ALPHA:g}.\n\n" + "\n".join(lines)
+            + f"\n\nSeeds a paired t-test needs to detect a difference of {effect:g} in {metric} (alpha {ALPHA:g}, "
+            f"power {POWER:g}), from each value's observed spread: "
+            + ("; ".join(needed) if needed else "n/a (no value with 2 paired seeds)") + ".\n")
+
+
 def spread(values: list[float]) -> str:
     """min / mean / max of the seeds' values."""
     if not values:
@@ -276,8 +317,9 @@ def picture(by_value: dict[str, list[Run]], metric: str, x: str, label: str, pat
     return save_figure(fig, path)
 
 
-def write_report(folder: Path) -> list[Path]:
-    """report.md, val_vs_flops.png and val_vs_seconds.png in a study's folder; returns their paths."""
+def write_report(folder: Path, effect: float | None = None) -> list[Path]:
+    """report.md, val_vs_flops.png and val_vs_seconds.png in a study's folder; returns their paths.
+    ``effect``: the difference whose seeds needed report.md states (else the study's ``effect:``)."""
     check_folder(folder)
     study, all_runs = study_runs(folder)
     metric = study.get("metric") or "val/loss"
@@ -294,6 +336,7 @@ def write_report(folder: Path) -> list[Path]:
             f"start (on a CPU the process's peak resident set since then, Python and torch included; on a GPU "
             f"the tensors' peak).{longer}\n\n"
             f"{table(all_runs, metric, study.axis)}\n\n"
+            f"{against_baseline(study, all_runs, metric, effect or study.get('effect') or EFFECT)}\n"
             f"## Runs\n\n{len(finished)} of {len(all_runs)} runs finished.\n\n"
             + "".join(f"- {r.name}: {r.said(metric)}\n" for r in all_runs)
             + f"\n![{metric} against FLOPs](val_vs_flops.png)\n![{metric} against wall time](val_vs_seconds.png)\n")
@@ -306,5 +349,5 @@ def write_report(folder: Path) -> list[Path]:
 
 def main(cfg: DictConfig) -> None:
     """``zoo report dir=DIR`` (conf/report.yaml)."""
-    for path in write_report(Path(cfg.dir)):
+    for path in write_report(Path(cfg.dir), cfg.get("effect")):
         print(f"wrote {path}")

@@ -169,6 +169,9 @@ def test_an_empty_or_missing_source_is_refused(tmp_path):
         module(tmp_path / "empty")
     with pytest.raises(ValueError, match=r"data.source=.*nowhere: no such file or folder"):
         module(tmp_path / "nowhere")
+    (tmp_path / "one.png").write_bytes(image_bytes(0, "RGB", "png"))
+    with pytest.raises(ValueError, match=r"data.source=.*one.png: expected a folder of images \(DIR/train/<class>/"):
+        module(tmp_path / "one.png")
     (tmp_path / "empty" / "train").mkdir()
     with pytest.raises(ValueError, match=r"empty/train holds no class folder"):
         module(tmp_path / "empty")

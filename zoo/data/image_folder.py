@@ -41,7 +41,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import ImageLabels
 from zoo.data.images import load_image, to_rgb, to_tensor
 from zoo.data.labelled import label_names
-from zoo.data.text import is_saved_dataset, load_rows, locate
+from zoo.data.text import ROW_FORMATS, is_saved_dataset, load_rows, locate
 from zoo.terminal import on_terminal, progress
 
 SPLITS = ("train", "val", "test")
@@ -250,6 +250,9 @@ class ImageFolderData(ZooDataModule):
         self.source = Path(locate(str(source), self.data_dir)).expanduser()
         if not self.source.exists():
             raise ValueError(f"data.source={source}: no such file or folder")
+        if self.source.is_file() and self.source.suffix.lower() not in ROW_FORMATS:
+            raise ValueError(f"data.source={source}: expected a folder of images (DIR/train/<class>/*.jpg) or a "
+                             f"rows file ({', '.join(ROW_FORMATS)}) with an image column")
         self.image_size, self.columns = image_size, (image_column, label_column)
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.seed, self.mean, self.std, self.flip, self.on_bad = seed, list(mean), list(std), flip, on_bad

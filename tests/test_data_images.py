@@ -132,6 +132,16 @@ def test_a_parquet_file_with_an_image_column_and_a_folder_with_metadata(tmp_path
     with pytest.raises(ValueError, match=r"rows.parquet has no column 'label' \(data.label_column=label\): its "
                                          r"columns are \['picture', 'kind'\]"):
         module(tmp_path / "rows.parquet", image_column="picture")
+    saved = rows.train_test_split(test_size=3, seed=0)  # a save_to_disk DatasetDict: its test split is used
+    saved.save_to_disk(str(tmp_path / "saved"))
+    data = module(tmp_path / "saved", image_column="picture", label_column="kind")
+    assert len(data.splits["test"]) == 3 and len(data.splits["train"]) + len(data.splits["val"]) == 9
+    cells = list(rows.cast_column("picture", datasets.Image(decode=False))["picture"])
+    cells[2] = {"bytes": b"\x89PNG not an image", "path": None}
+    broken = datasets.Dataset.from_dict({"picture": cells, "kind": labels}).cast_column("picture", datasets.Image())
+    broken.to_parquet(str(tmp_path / "broken.parquet"))
+    with pytest.raises(ValueError, match=r"image .*broken.parquet record 3 is corrupt or not an image"):
+        module(tmp_path / "broken.parquet", image_column="picture", label_column="kind")
 
     root = write_tree(tmp_path / "flat", per_class=4)  # datasets' imagefolder: labels from a metadata file
     lines = [f"{p.relative_to(root / 'train')},{'wild' if p.parent.name != 'dog' else 'pet'}"

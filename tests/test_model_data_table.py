@@ -184,6 +184,11 @@ def _text(data: Path) -> list[str]:
     return [f"data.source={write_corpus(data / 'text', files=6)}"]
 
 
+def _image_tree(data: Path) -> list[str]:
+    from test_data_images import write_tree
+    return [f"data.source={write_tree(data / 'photos')}", "data.image_size=32"]
+
+
 def _tokens(data: Path) -> list[str]:
     from test_data_tokens import prepare
     return [f"data.source={prepare(_text(data)[0].split('=', 1)[1], data / 'shards')}"]
@@ -197,6 +202,7 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "tokens": _tokens,
     "multi30k": _files(_multi30k, "data.vocab_size=120"),
     "cifar10": _files(_images, "data.val_size=8"),
+    "images": _image_tree,
     "cifar10_captions": _files(_captions),
     "flickr8k": _files(_flickr8k, "data.min_count=1"),
     "shapes_vqa": _generated("data.val_size=4", "data.test_size=4"),

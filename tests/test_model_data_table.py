@@ -184,6 +184,12 @@ def _text(data: Path) -> list[str]:
     return [f"data.source={write_corpus(data / 'text', files=6)}"]
 
 
+def _pairs(data: Path) -> list[str]:
+    from test_data_pairs import pairs, write_jsonl
+    rows = [{"source": r["de"], "target": r["en"]} for r in pairs(40)]
+    return [f"data.source={write_jsonl(data / 'pairs.jsonl', rows)}", "data.vocab_size=120"]
+
+
 def _tokens(data: Path) -> list[str]:
     from test_data_tokens import prepare
     return [f"data.source={prepare(_text(data)[0].split('=', 1)[1], data / 'shards')}"]
@@ -196,6 +202,7 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "text": _text,
     "tokens": _tokens,
     "multi30k": _files(_multi30k, "data.vocab_size=120"),
+    "pairs": _pairs,
     "cifar10": _files(_images, "data.val_size=8"),
     "cifar10_captions": _files(_captions),
     "flickr8k": _files(_flickr8k, "data.min_count=1"),

@@ -128,7 +128,7 @@ class TextPairs(ZooDataModule):
         for split, pairs in rows.items():
             sources, targets = (list(side) for side in zip(*pairs))
             self.pairs[split] = encode_pairs(self.tokenizer, sources, targets, self.prefix, self.block_size,
-                                             f"data.pairs {split}", f"the model's context, data.block_size={self.block_size}")
+                                             f"data=pairs {split}", f"the model's context, data.block_size={self.block_size}")
         pad, bos, eos = pair_ids(self.tokenizer, self.tokenizer_from or f"data.tokenizer={self.tokenizer_kind}")
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 

@@ -187,7 +187,7 @@ def val_losses(run: Path) -> list[float]:
 
 
 @pytest.mark.slow
-def test_t5_trains_on_a_jsonl_file_of_pairs_and_zoo_eval_reports_its_test_numbers(tmp_path):
+def test_t5_trains_on_a_jsonl_file_of_pairs_and_zoo_eval_reports_its_test_numbers(tmp_path, monkeypatch):
     from zoo.cli.commands import call
 
     source = write_jsonl(tmp_path / "pairs.jsonl", [{"source": r["de"], "target": r["en"]} for r in pairs(300)])
@@ -200,12 +200,15 @@ def test_t5_trains_on_a_jsonl_file_of_pairs_and_zoo_eval_reports_its_test_number
     assert len(val) == 2 and all(math.isfinite(v) for v in val) and val[1] < val[0], val
     test = final_test_metrics(run)
     assert 0 <= test["test/bleu_greedy"] <= 100 and "test/bleu_beam" in test
-    out = tmp_path / "eval.json"
+    out, cwd = tmp_path / "eval.json", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     call("eval", [f"ckpt={ckpt}", "data=pairs", f"data.source={source}", f"out={out}",
                   f"paths.cache_dir={tmp_path / 'cache'}", "data.batch_size=16"])
     evaluated = json.loads(out.read_text())
     assert evaluated["loss"] == pytest.approx(test["test/loss"], rel=1e-5)
     assert evaluated["bleu_greedy"] == pytest.approx(test["test/bleu_greedy"], rel=1e-5)
+    assert not list(cwd.iterdir())  # zoo eval writes its out= only (no examples.txt where it runs)
 
 
 @pytest.mark.slow

@@ -143,6 +143,7 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
 # labelled rows: task=classify's (an encoder's config; the task changes no data key)
 MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
 MODEL_OF |= {"images": "vit"}  # your own labelled images (data=images)
+MODEL_OF |= {"pairs": "t5"}  # source / target pairs: an encoder-decoder's
 
 
 def test_every_data_config_is_paired_above():

@@ -189,6 +189,12 @@ def _image_tree(data: Path) -> list[str]:
     return [f"data.source={write_tree(data / 'photos')}", "data.image_size=32"]
 
 
+def _pairs(data: Path) -> list[str]:
+    from test_data_pairs import pairs, write_jsonl
+    rows = [{"source": r["de"], "target": r["en"]} for r in pairs(40)]
+    return [f"data.source={write_jsonl(data / 'pairs.jsonl', rows)}", "data.vocab_size=120"]
+
+
 def _tokens(data: Path) -> list[str]:
     from test_data_tokens import prepare
     return [f"data.source={prepare(_text(data)[0].split('=', 1)[1], data / 'shards')}"]
@@ -201,6 +207,7 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "text": _text,
     "tokens": _tokens,
     "multi30k": _files(_multi30k, "data.vocab_size=120"),
+    "pairs": _pairs,
     "cifar10": _files(_images, "data.val_size=8"),
     "images": _image_tree,
     "cifar10_captions": _files(_captions),

@@ -10,6 +10,7 @@ test stage reports on the same data (a language model: ``loss``, ``ppl`` and, on
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import hydra
@@ -45,10 +46,12 @@ def main(cfg: DictConfig) -> dict[str, float]:
     L.seed_everything(cfg.seed, verbose=False)
     datamodule.prepare_data()
     datamodule.setup("test")
-    trainer = L.Trainer(accelerator=device.type, devices=[device.index] if device.index is not None else 1,
-                        precision=cfg.precision, logger=False, enable_checkpointing=False,
-                        enable_model_summary=False, enable_progress_bar=on_terminal(), use_distributed_sampler=False)
-    results = trainer.test(objective, dataloaders=datamodule.split_loader(cfg.split), verbose=False)
+    # The test stage's files (a seq2seq model's examples.txt) go to a folder dropped after: only out= is written.
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = L.Trainer(accelerator=device.type, devices=[device.index] if device.index is not None else 1,
+                            precision=cfg.precision, logger=False, enable_checkpointing=False, default_root_dir=scratch,
+                            enable_model_summary=False, enable_progress_bar=on_terminal(), use_distributed_sampler=False)
+        results = trainer.test(objective, dataloaders=datamodule.split_loader(cfg.split), verbose=False)
     metrics = {name.split("/", 1)[-1]: float(value) for r in results for name, value in r.items()}
     for name, value in metrics.items():
         print(f"{cfg.split}/{name}: {value:.6g}")

@@ -24,7 +24,7 @@ from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, SequencePairs
 from zoo.data.checks import utf8_text
 from zoo.data.download import ensure_file
-from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, present_ids, train_bpe
+from zoo.data.tokenizers import TEXT_END, TEXT_PAD, TEXT_START, HFTokenizer, first_token, present_ids, train_bpe
 
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
@@ -67,6 +67,33 @@ class Pairs(Dataset):
 
     def __getitem__(self, i: int) -> tuple[list[int], list[int], str]:
         return self.source[i], self.target[i], self.references[i]
+
+
+def truncate(rows: list[list[int]], limit: int, what: str, setting: str) -> list[list[int]]:
+    """``rows`` cut to ``limit`` ids, with a warning counting those cut (``what`` they are, the
+    ``setting`` that sets the limit)."""
+    long = sum(len(r) > limit for r in rows)
+    if long:
+        warnings.warn(f"{long} {what} longer than {limit} tokens were truncated ({setting})", stacklevel=3)
+    return [r[:limit] for r in rows]
+
+
+def encode_pairs(tokenizer, sources: list[str], targets: list[str], prefix: str, max_len: int, what: str,
+                 setting: str) -> Pairs:
+    """Source and target texts as :class:`Pairs`: the sources (after ``prefix``) cut to ``max_len``
+    ids, the targets to ``max_len - 1`` (their start / end token makes ``max_len``), with a warning
+    naming ``what`` was cut and the ``setting`` of the limit."""
+    source = truncate(tokenizer.encode_batch([prefix + s for s in sources]), max_len, f"{what} source(s)", setting)
+    target = truncate(tokenizer.encode_batch(targets), max_len - 1, f"{what} target(s)", setting)
+    return Pairs(source, target, targets)
+
+
+def pair_ids(tokenizer, source: str | None) -> tuple[int, int, int]:
+    """The (pad, start, end) ids of ``tokenizer``, found by role (none is refused naming ``source``,
+    where it came from); without a start token the decoder starts from the pad token, as T5's does."""
+    pad, eos = (tokenizer.token_id(first_token(tokenizer, names, role, source))
+                for names, role in ((TEXT_PAD, "padding"), (TEXT_END, "end-of-sequence")))
+    return pad, next(iter(present_ids(tokenizer, TEXT_START).values()), pad), eos
 
 
 class LengthBuckets(Dataset):
@@ -165,21 +192,6 @@ class Multi30k(ZooDataModule):
         texts = [line for f in files for line in read_lines(f)]
         return train_bpe(texts, self.vocab_size, cache, SPECIALS)
 
-    def _specials(self) -> tuple[int, int, int]:
-        """The (pad, start, end) ids of the tokenizer, found by role; without a start token the
-        decoder starts from the pad token, as T5's does."""
-        tok = self.tokenizer
-        pad, eos = (tok.token_id(self.role_token(names, role))
-                    for names, role in ((TEXT_PAD, "padding"), (TEXT_END, "end-of-sequence")))
-        return pad, next(iter(present_ids(tok, TEXT_START).values()), pad), eos
-
-    def _truncate(self, rows: list[list[int]], limit: int, what: str) -> list[list[int]]:
-        long = sum(len(r) > limit for r in rows)
-        if long:
-            warnings.warn(f"Multi30k: {long} {what} sentence(s) longer than {limit} tokens were truncated "
-                          f"(data.max_len={self.max_len})", stacklevel=2)
-        return [r[:limit] for r in rows]
-
     def setup(self, stage: str | None = None) -> None:
         if self.pairs:
             return
@@ -191,11 +203,9 @@ class Multi30k(ZooDataModule):
         self.tokenizer = self.tokenizer_or(self._bpe)
         for split in self.files:
             src, tgt = read_parallel(self.path(split, self.src), self.path(split, self.tgt))
-            source = self._truncate(self.tokenizer.encode_batch([self.prefix + s for s in src]),
-                                    self.max_len, f"{split} source")
-            target = self._truncate(self.tokenizer.encode_batch(tgt), self.max_len - 1, f"{split} target")
-            self.pairs[split] = Pairs(source, target, tgt)
-        pad, bos, eos = self._specials()
+            self.pairs[split] = encode_pairs(self.tokenizer, src, tgt, self.prefix, self.max_len,
+                                             f"Multi30k {split}", f"data.max_len={self.max_len}")
+        pad, bos, eos = pair_ids(self.tokenizer, self.tokenizer_from)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": pad, "bos_id": bos, "eos_id": eos}
 
     def dataset(self, split: str) -> LengthBuckets:

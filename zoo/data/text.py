@@ -139,12 +139,17 @@ def load_rows(path: Path, cache_dir: Path, options: dict[str, Any] | None = None
         raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
 
 
+def require_column(rows, column: str, where: Path, key: str = "data.column") -> None:
+    """Refuse ``rows`` (of file ``where``) without ``column`` (the value of config key ``key``),
+    listing the columns there."""
+    if column not in rows.column_names:
+        raise ValueError(f"{where} has no column {column!r} ({key}={column}): its columns are {rows.column_names}")
+
+
 def column_texts(rows, column: str, where: Path) -> list[str]:
     """``rows[column]`` as a list of strings: a missing column is refused listing those there, a
     record that is not text naming its number (1-based, the line of a JSONL file)."""
-    if column not in rows.column_names:
-        raise ValueError(f"{where} has no column {column!r} (data.column={column}): its columns are "
-                         f"{rows.column_names}")
+    require_column(rows, column, where)
     texts = list(rows[column])
     for i, text in enumerate(texts):
         if not isinstance(text, str):
@@ -155,11 +160,13 @@ def column_texts(rows, column: str, where: Path) -> list[str]:
 
 # --- splits -----------------------------------------------------------------------------------
 
-def hold_out(documents: list[str], fractions: dict[str, float], seed: int, source: str) -> dict[str, list[str]]:
+def hold_out(documents: list, fractions: dict[str, float], seed: int, source: str,
+             by_lines: bool = True) -> dict[str, list]:
     """``documents`` split into train and the held-out splits of ``fractions`` (e.g. ``{"val": 0.1}``):
     each held-out split takes that fraction of the documents (at least one), drawn by ``seed``, the
     rest stay in file order. A source of too few documents for that is cut by its lines instead:
-    each document's first lines train, its next ``fractions`` of lines go to val and test in turn."""
+    each document's first lines train, its next ``fractions`` of lines go to val and test in turn;
+    ``by_lines=False`` (records that cannot be cut, e.g. text pairs): it is refused."""
     n = len(documents)
     counts = {split: max(1, round(n * fraction)) for split, fraction in fractions.items()}
     if n - sum(counts.values()) >= 1:
@@ -169,6 +176,9 @@ def hold_out(documents: list[str], fractions: dict[str, float], seed: int, sourc
             out[split] = [documents[i] for i in sorted(order[start : start + count])]
             start += count
         return {"train": [documents[i] for i in sorted(order[start:])], **out}
+    if not by_lines:
+        raise ValueError(f"data.source={source} holds {n} record(s), too few to hold out {sorted(fractions)} and "
+                         f"train on the rest: give more, or data.val= and data.test= sources")
     rank_zero_info(f"data.source={source} holds {n} document(s), too few to hold out {sorted(fractions)} by "
                    f"document: each document's last lines are held out instead")
     out = {split: [] for split in ("train", *fractions)}
@@ -185,6 +195,60 @@ def hold_out(documents: list[str], fractions: dict[str, float], seed: int, sourc
         raise ValueError(f"data.source={source} holds too little text to hold out {sorted(fractions)} ({empty} would "
                          f"be empty): give more text, or data.val= and data.test= sources")
     return out
+
+
+# --- tokenizers -------------------------------------------------------------------------------
+
+def tokenizer_choice(tokenizer: str) -> str:
+    """``data.tokenizer`` checked: one of :data:`TRAINED`, or a folder (that holds a tokenizer.json)."""
+    if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
+        raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
+                         f"a tokenizer.json")
+    return tokenizer
+
+
+def named_tokenizer(kind: str, texts: dict[str, list[str]], vocab_size: int, roles: tuple[str, ...],
+                    cache: Path) -> CharTokenizer | HFTokenizer:
+    """The tokenizer ``data.tokenizer=kind`` names, ``roles`` (special tokens) first: ``char`` (an
+    alphabet of every split's ``texts``: a character first seen in val would be unknown), a folder's,
+    or ``bpe`` / ``wordpiece`` learnt from the training split alone (:func:`learnt_tokenizer`)."""
+    if kind == "char":
+        return CharTokenizer.from_text("".join(t for split in texts.values() for t in split), roles)
+    if kind not in TRAINED:
+        return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
+    return learnt_tokenizer(kind, texts["train"], vocab_size, roles, cache)
+
+
+def learnt_tokenizer(kind: str, texts: list[str], vocab_size: int, roles: tuple[str, ...], cache: Path) -> HFTokenizer:
+    """``bpe`` or ``wordpiece`` with ``vocab_size`` entries learnt from ``texts``, cached in folder
+    ``cache`` in a file named by the SHA-256 of the texts and the settings: an edited file is a new
+    tokenizer, never a stale one."""
+    digest = hashlib.sha256(f"{kind}{vocab_size}{roles}".encode())
+    for text in texts:
+        digest.update(len(text).to_bytes(8, "little") + text.encode())
+    path = cache / f"{kind}{vocab_size}-{digest.hexdigest()[:16]}.json"
+    if kind == "bpe":
+        return train_bpe(texts, vocab_size, path, [*roles, "<unk>"])
+    if path.exists():
+        return HFTokenizer(Tokenizer.from_file(str(path)))
+    # WordPiece takes its unknown token second; case is kept (lower-casing would lose text)
+    tokenizer = HFTokenizer.train_wordpiece(texts, vocab_size, [roles[0], "[UNK]", *roles[1:]], False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # each process its own (DDP ranks race)
+    partial.write_text(tokenizer.tokenizer.to_str())
+    partial.replace(path)  # complete or absent
+    return tokenizer
+
+
+def check_fractions(val_fraction: float, test_fraction: float) -> dict[str, float]:
+    """``data.val_fraction`` / ``data.test_fraction`` checked (each in (0, 1), their sum below 1), by split."""
+    for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
+        if not 0 < fraction < 1:
+            raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave no "
+                         f"training text: their sum must be below 1")
+    return {"val": val_fraction, "test": test_fraction}
 
 
 # --- windows ----------------------------------------------------------------------------------
@@ -275,20 +339,12 @@ class TextData(ZooDataModule):
         if not source:
             raise ValueError("data.source is not set: data=text reads your text from data.source=FILE, a folder or "
                              "a glob (plain text, or .jsonl / .csv / .tsv / .parquet rows with data.column=)")
-        for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
-            if not 0 < fraction < 1:
-                raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
-        if val_fraction + test_fraction >= 1:
-            raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave no "
-                             f"training text: their sum must be below 1")
-        if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
-            raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
-                             f"a tokenizer.json")
+        self.fractions = check_fractions(val_fraction, test_fraction)
+        self.tokenizer_kind = tokenizer_choice(tokenizer)
         self.source = locate(str(source), self.data_dir)
         self.column, self.sources = column, {split: locate(str(s), self.data_dir) if s else None
                                              for split, s in (("val", val), ("test", test))}
-        self.fractions = {"val": val_fraction, "test": test_fraction}
-        self.tokenizer_kind, self.vocab_size, self.pack = tokenizer, vocab_size, pack
+        self.vocab_size, self.pack = vocab_size, pack
         self.block_size, self.seed = block_size, seed
         self.splits: dict[str, Dataset] = {}
         self.streams: dict[str, tuple[Tensor, Tensor]] = {}  # each split's token stream and document bounds
@@ -305,30 +361,9 @@ class TextData(ZooDataModule):
         return {name: split.get(name) or given[name] for name in SPLITS}
 
     def own_tokenizer(self, documents: dict[str, list[str]]) -> CharTokenizer | HFTokenizer:
-        """The tokenizer ``data.tokenizer`` names (trained ones learn from the training split only,
-        but ``char``'s alphabet is every split's: a character first seen in val would be unknown)."""
-        roles = ROLE_TOKENS[self.batch_type]
-        if self.tokenizer_kind == "char":
-            return CharTokenizer.from_text("".join(d for docs in documents.values() for d in docs), roles)
-        if self.tokenizer_kind not in TRAINED:
-            return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
-        train = documents["train"]
-        # The cache's name holds everything the vocabulary depends on: an edited file is a new tokenizer.
-        digest = hashlib.sha256(f"{self.tokenizer_kind}{self.vocab_size}{roles}".encode())
-        for doc in train:
-            digest.update(len(doc).to_bytes(8, "little") + doc.encode())
-        path = self.cache_dir / "text" / f"{self.tokenizer_kind}{self.vocab_size}-{digest.hexdigest()[:16]}.json"
-        if self.tokenizer_kind == "bpe":
-            return train_bpe(train, self.vocab_size, path, [*roles, "<unk>"])
-        if path.exists():
-            return HFTokenizer(Tokenizer.from_file(str(path)))
-        # WordPiece takes its unknown token second; case is kept (lower-casing would lose text)
-        tokenizer = HFTokenizer.train_wordpiece(train, self.vocab_size, [roles[0], "[UNK]", *roles[1:]], False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # each process its own (DDP ranks race)
-        partial.write_text(tokenizer.tokenizer.to_str())
-        partial.replace(path)  # complete or absent
-        return tokenizer
+        """The tokenizer ``data.tokenizer`` names (:func:`named_tokenizer`), with the roles the batch type needs."""
+        return named_tokenizer(self.tokenizer_kind, documents, self.vocab_size, ROLE_TOKENS[self.batch_type],
+                               self.cache_dir / "text")
 
     def role(self, candidates: tuple[str, ...] | list[str], role: str) -> int:
         """The id of the first of ``candidates`` the tokenizer has; none is refused naming where it came from."""

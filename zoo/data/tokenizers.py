@@ -49,6 +49,9 @@ class CharTokenizer:
             raise ValueError(f"characters not in the vocabulary: {unknown!r}")
         return [self.index[c] for c in text]
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode(text) for text in texts]
+
     def decode(self, ids: list[int]) -> str:
         n = len(self.specials)
         return "".join(self.chars[i - n] for i in ids if i >= n)

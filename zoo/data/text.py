@@ -139,12 +139,18 @@ def load_rows(path: Path, cache_dir: Path, options: dict[str, Any] | None = None
         raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
 
 
+def require_columns(rows, columns: dict[str, str], where: Path) -> None:
+    """Refuse rows that lack one of ``columns`` (config key -> column name), listing those there."""
+    for key, column in columns.items():
+        if column not in rows.column_names:
+            raise ValueError(f"{where} has no column {column!r} ({key}={column}): its columns are "
+                             f"{rows.column_names}")
+
+
 def column_texts(rows, column: str, where: Path) -> list[str]:
     """``rows[column]`` as a list of strings: a missing column is refused listing those there, a
     record that is not text naming its number (1-based, the line of a JSONL file)."""
-    if column not in rows.column_names:
-        raise ValueError(f"{where} has no column {column!r} (data.column={column}): its columns are "
-                         f"{rows.column_names}")
+    require_columns(rows, {"data.column": column}, where)
     texts = list(rows[column])
     for i, text in enumerate(texts):
         if not isinstance(text, str):

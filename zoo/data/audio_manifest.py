@@ -26,6 +26,7 @@ from typing import Sequence
 import soundfile
 
 from zoo.data.audio import BadAudioError
+from zoo.data.checks import held_out_fractions
 from zoo.data.speech import Example, SpeechDataModule, file_example, random_split
 from zoo.data.text import BINARY_ROWS, ROW_FORMATS, load_rows, locate, require_columns
 
@@ -128,9 +129,7 @@ class AudioManifest(SpeechDataModule):
         if not source:
             raise ValueError("data.source is not set: data=audio reads data.source=MANIFEST (.csv / .tsv / .jsonl "
                              "rows with a path and a text column) or an audiofolder (audio files and a metadata.csv)")
-        for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
-            if not 0 < fraction < 1:
-                raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
+        held_out_fractions(val_fraction, test_fraction)
         self.sources = {split: locate(str(s), self.data_dir) if s else None
                         for split, s in (("train", source), ("val", val), ("test", test))}
         self.path_column, self.text_column, self.absolute_paths = path_column, text_column, absolute_paths

@@ -28,7 +28,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
-from zoo.data.checks import utf8_text
+from zoo.data.checks import held_out_fractions, utf8_text
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, first_token, present_ids, train_bpe
 from zoo.data.wikitext import END_OF_TEXT, PackedSequences, pack as cut_documents
 from zoo.data.windows import StreamWindows, Unpadded
@@ -281,12 +281,7 @@ class TextData(ZooDataModule):
         if not source:
             raise ValueError("data.source is not set: data=text reads your text from data.source=FILE, a folder or "
                              "a glob (plain text, or .jsonl / .csv / .tsv / .parquet rows with data.column=)")
-        for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
-            if not 0 < fraction < 1:
-                raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
-        if val_fraction + test_fraction >= 1:
-            raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave no "
-                             f"training text: their sum must be below 1")
+        held_out_fractions(val_fraction, test_fraction)
         if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
             raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
                              f"a tokenizer.json")

@@ -207,6 +207,12 @@ def test_an_empty_transcript_is_refused_naming_the_record(tmp_path, text):
     assert "record 3: its transcript ('text') is empty" in message
 
 
+def test_a_transcript_that_is_not_text_is_refused_naming_the_record(tmp_path):
+    manifest = write_corpus(tmp_path / "corpus", n=4, name="manifest.jsonl")
+    write_rows(manifest, [{"path": f"wavs/clip{i}.wav", "text": "words" if i != 1 else 42} for i in range(4)])
+    assert "record 2: its transcript ('text') is 42, not text" in refusal(manifest, tmp_path)
+
+
 @pytest.mark.parametrize("name", ["manifest.csv", "manifest.jsonl"])
 def test_an_empty_manifest_is_refused(tmp_path, name):
     manifest = tmp_path / name

@@ -152,7 +152,9 @@ class AudioManifest(SpeechDataModule):
         examples, bad = [], []
         for record, (value, text) in enumerate(zip(rows[path_column], rows[self.text_column]), start=1):
             where = f"{manifest} record {record}"
-            if not isinstance(text, str) or not self.normalise(text):
+            if not isinstance(text, str):
+                raise ValueError(f"{where}: its transcript ({self.text_column!r}) is {text!r}, not text")
+            if not self.normalise(text):
                 raise ValueError(f"{where}: its transcript ({self.text_column!r}) is empty: give every row its "
                                  f"text, or leave the row out")
             path = audio_path(value, folder, self.absolute_paths, where)

@@ -144,6 +144,7 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
 MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
 MODEL_OF |= {"images": "vit"}  # your own labelled images (data=images)
 MODEL_OF |= {"pairs": "t5"}  # source / target pairs: an encoder-decoder's
+MODEL_OF |= {"audio": "whisper"}  # your recordings from a manifest
 
 
 def test_every_data_config_is_paired_above():

@@ -191,7 +191,7 @@ def test_a_trained_tokenizer_is_cached_by_the_texts_hash_so_an_edited_file_train
 def test_bad_settings_are_refused_before_anything_is_read(tmp_path):
     for kwargs, expected in (({"source": None}, "data.source is not set"),
                              ({"tokenizer": "sentencepiece"}, "data.tokenizer=sentencepiece: expected one of"),
-                             ({"val_fraction": 0.6, "test_fraction": 0.5}, "leave no training text")):
+                             ({"val_fraction": 0.6, "test_fraction": 0.5}, "leave nothing to train on")):
         with pytest.raises(ValueError, match=expected):
             TextData("unused", str(tmp_path), 4, 32, **({"source": "x"} | kwargs))
 

@@ -179,6 +179,11 @@ def _ucf101(data: Path) -> None:
     make_ucf101(data)
 
 
+def _audio(data: Path) -> list[str]:
+    from test_data_audio import write_corpus
+    return [f"data.source={write_corpus(data / 'audio')}", "data.val_fraction=0.25", "data.test_fraction=0.25"]
+
+
 def _text(data: Path) -> list[str]:
     from test_data_text import write_corpus
     return [f"data.source={write_corpus(data / 'text', files=6)}"]
@@ -205,6 +210,7 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "tinyshakespeare": _files(write_shakespeare, "data.check=false", "data.val_batches=1"),
     "wikitext": _files(write_wikitext, "data.vocab_size=120"),
     "text": _text,
+    "audio": _audio,
     "tokens": _tokens,
     "multi30k": _files(_multi30k, "data.vocab_size=120"),
     "pairs": _pairs,

@@ -14,6 +14,18 @@ def positive_int(value: object, key: str) -> int:
     return value
 
 
+def held_out_fractions(val_fraction: float, test_fraction: float) -> dict[str, float]:
+    """``data.val_fraction`` / ``data.test_fraction`` (the shares of a source held out for validation
+    and test) by split; refused outside (0, 1), or when together they leave nothing to train on."""
+    for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
+        if not 0 < fraction < 1:
+            raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave "
+                         f"nothing to train on: their sum must be below 1")
+    return {"val": val_fraction, "test": test_fraction}
+
+
 def utf8_text(data: bytes, path: Path) -> str:
     """``data`` (the bytes of ``path``) as UTF-8 text, or an error naming the file and
     where its first byte that is not UTF-8 sits."""

@@ -18,9 +18,10 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import SequencePairs
+from zoo.data.checks import held_out_fractions
 from zoo.data.multi30k import Collate, LengthBuckets, Pairs, encode_pairs, pair_ids
-from zoo.data.text import (ROW_FORMATS, SPLITS, check_fractions, hold_out, is_saved_dataset, load_rows, locate,
-                           named_tokenizer, require_column, source_files, tokenizer_choice)
+from zoo.data.text import (ROW_FORMATS, SPLITS, hold_out, is_saved_dataset, load_rows, locate,
+                           named_tokenizer, require_columns, source_files, tokenizer_choice)
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer
 
 ROLES = ("<pad>", "<s>", "</s>")  # the specials of a tokenizer trained here (Multi30k's): pad, start, end
@@ -52,7 +53,7 @@ def read_pairs(source: str, key: str, columns: tuple[str, str], cache_dir: Path)
 def row_pairs(rows, columns: tuple[str, str], where: Path) -> list[Pair]:
     """The (source, target) texts of ``rows`` (of file ``where``), each checked: text, not empty."""
     for column, name in zip(columns, ("source_column", "target_column")):
-        require_column(rows, column, where, f"data.{name}")
+        require_columns(rows, {f"data.{name}": column}, where)
     pairs = list(zip(rows[columns[0]], rows[columns[1]]))
     for i, pair in enumerate(pairs):
         for column, text in zip(columns, pair):
@@ -96,7 +97,7 @@ class TextPairs(ZooDataModule):
             raise ValueError("data.source is not set: data=pairs reads your pairs from data.source=FILE (.jsonl / .csv "
                              "/ .tsv / .parquet rows, or a save_to_disk folder) with data.source_column= and "
                              "data.target_column=")
-        self.fractions = check_fractions(val_fraction, test_fraction)
+        self.fractions = held_out_fractions(val_fraction, test_fraction)
         self.tokenizer_kind = tokenizer_choice(tokenizer)
         self.sources = {"train": locate(str(source), self.data_dir)}
         self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}

@@ -56,10 +56,11 @@ def file_example(path: Path, text: str) -> Example:
 
 def random_split(examples: list[Example], val_fraction: float, test_fraction: float,
                  seed: int) -> dict[str, list[Example]]:
-    """Train / val / test parts of a corpus that has no official split (seeded, so reproducible)."""
+    """Train / val / test parts of a corpus that has no official split (seeded, so reproducible): a
+    positive fraction holds out at least one example (a fraction 0: none, the split comes from elsewhere)."""
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
-    n_val, n_test = round(val_fraction * len(order)), round(test_fraction * len(order))
+    n_val, n_test = (max(1, round(f * len(order))) if f > 0 else 0 for f in (val_fraction, test_fraction))
     pick = lambda idx: [examples[i] for i in sorted(idx)]  # noqa: E731
     return {"val": pick(order[:n_val]), "test": pick(order[n_val : n_val + n_test]),
             "train": pick(order[n_val + n_test :])}

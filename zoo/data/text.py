@@ -28,7 +28,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
-from zoo.data.checks import utf8_text
+from zoo.data.checks import held_out_fractions, utf8_text
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, first_token, present_ids, train_bpe
 from zoo.data.wikitext import END_OF_TEXT, PackedSequences, pack as cut_documents
 from zoo.data.windows import StreamWindows, Unpadded
@@ -139,17 +139,18 @@ def load_rows(path: Path, cache_dir: Path, options: dict[str, Any] | None = None
         raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
 
 
-def require_column(rows, column: str, where: Path, key: str = "data.column") -> None:
-    """Refuse ``rows`` (of file ``where``) without ``column`` (the value of config key ``key``),
-    listing the columns there."""
-    if column not in rows.column_names:
-        raise ValueError(f"{where} has no column {column!r} ({key}={column}): its columns are {rows.column_names}")
+def require_columns(rows, columns: dict[str, str], where: Path) -> None:
+    """Refuse rows that lack one of ``columns`` (config key -> column name), listing those there."""
+    for key, column in columns.items():
+        if column not in rows.column_names:
+            raise ValueError(f"{where} has no column {column!r} ({key}={column}): its columns are "
+                             f"{rows.column_names}")
 
 
 def column_texts(rows, column: str, where: Path) -> list[str]:
     """``rows[column]`` as a list of strings: a missing column is refused listing those there, a
     record that is not text naming its number (1-based, the line of a JSONL file)."""
-    require_column(rows, column, where)
+    require_columns(rows, {"data.column": column}, where)
     texts = list(rows[column])
     for i, text in enumerate(texts):
         if not isinstance(text, str):
@@ -240,17 +241,6 @@ def learnt_tokenizer(kind: str, texts: list[str], vocab_size: int, roles: tuple[
     return tokenizer
 
 
-def check_fractions(val_fraction: float, test_fraction: float) -> dict[str, float]:
-    """``data.val_fraction`` / ``data.test_fraction`` checked (each in (0, 1), their sum below 1), by split."""
-    for key, fraction in (("data.val_fraction", val_fraction), ("data.test_fraction", test_fraction)):
-        if not 0 < fraction < 1:
-            raise ValueError(f"{key}={fraction}: expected a fraction between 0 and 1 (exclusive)")
-    if val_fraction + test_fraction >= 1:
-        raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave no "
-                         f"training text: their sum must be below 1")
-    return {"val": val_fraction, "test": test_fraction}
-
-
 # --- windows ----------------------------------------------------------------------------------
 
 def token_stream(tokenizer, documents: list[str], eod: int) -> tuple[Tensor, Tensor]:
@@ -339,7 +329,7 @@ class TextData(ZooDataModule):
         if not source:
             raise ValueError("data.source is not set: data=text reads your text from data.source=FILE, a folder or "
                              "a glob (plain text, or .jsonl / .csv / .tsv / .parquet rows with data.column=)")
-        self.fractions = check_fractions(val_fraction, test_fraction)
+        self.fractions = held_out_fractions(val_fraction, test_fraction)
         self.tokenizer_kind = tokenizer_choice(tokenizer)
         self.source = locate(str(source), self.data_dir)
         self.column, self.sources = column, {split: locate(str(s), self.data_dir) if s else None

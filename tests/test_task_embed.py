@@ -95,6 +95,15 @@ def test_pairs_need_a_second_text(tmp_path):
         data.setup()
 
 
+def test_rows_without_labels_are_refused_to_a_classifier(tmp_path):
+    """data.label=null is pairs without scores, for task=embed: a classifier's TextLabels are refused it."""
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"a": f"a {i}", "b": f"b {i}"}) + "\n" for i in range(8)))
+    data = LabelledText(str(tmp_path), str(tmp_path / "cache"), batch_size=2, block_size=16, vocab_size=40,
+                        source="rows.jsonl", column="a", text_pair="b", label=None)
+    with pytest.raises(ValueError, match="data.label=null: a classifier needs labels"):
+        data.setup()
+
+
 def test_the_losses_are_sentence_transformers_own_on_the_same_embeddings():
     """MultipleNegativesRankingLoss (scale 20, in-batch negatives) and CosineSimilarityLoss (MSE of the
     cosine against the score in [0, 1]), as sentence-transformers computes them from embeddings."""
@@ -239,7 +248,8 @@ def test_a_pooling_the_zoo_does_not_compute_is_refused_by_name(tmp_path, config,
 
 def write_stsb(folder: Path, rows: int = 160) -> None:
     """STS-B's layout (GLUE's TSV: sentence1, sentence2, score 0-5): the score is how many of five
-    words the second sentence shares with the first."""
+    words the second sentence shares with the first, its words shuffled (no pair is two equal texts,
+    whose cosines, 1 up to rounding, would rank by their rounding)."""
     import random
 
     words = "cat dog sat ran far mat tree house red blue green small big fast slow".split()
@@ -250,6 +260,7 @@ def write_stsb(folder: Path, rows: int = 160) -> None:
         for i in range(n):
             first, same = rng.sample(words, 5), rng.randint(0, 5)
             second = first[:same] + rng.sample([w for w in words if w not in first], 5 - same)
+            rng.shuffle(second)
             lines.append(f"{i}\t{' '.join(first)}\t{' '.join(second)}\t{same:.3f}")
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 

@@ -24,7 +24,7 @@ from zoo.cli.precheck import Refused, check
 from zoo.config import compose_config
 from zoo.data.batches import TextPairs
 from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK, LabelledText, encode_pair, pad
-from zoo.data.tokenizers import HFTokenizer
+from zoo.data.tokenizers import HFTokenizer, first_token
 from zoo.objectives.embedding import cosine_loss, mnrl_loss
 from zoo.registry import name_of
 from zoo.train.run import objective
@@ -123,7 +123,7 @@ def embed_objective(model: str, tokenizer: HFTokenizer, *overrides: str):
     """model=<model> task=embed, small, built as train.py builds it, its weights drawn away from init."""
     cfg = compose_config([f"model={model}", "task=embed", *SMALL, *overrides])
     with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.token_id(PAD[0])}
+        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.token_id(first_token(tokenizer, PAD, "", ""))}
     torch.manual_seed(0)
     built = objective(cfg, tokenizer.state())
     randomise(built.net, seed=2)
@@ -185,6 +185,33 @@ def test_export_is_a_sentence_transformers_folder_giving_the_zoos_embeddings(tmp
     assert pooling[f"pooling_mode_{built.pooling.mode}_{'token' if built.pooling.mode == 'cls' else 'tokens'}"]
     theirs = st.SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(SENTENCES, convert_to_tensor=True)
     assert_matches(zoo_embeddings(built, tokenizer, SENTENCES), theirs, what=f"{family} embeddings")
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_zoo_embed_of_a_checkpoint_gives_the_runs_own_embeddings(tmp_path, family):
+    """python -m zoo embed ckpt= a task=embed checkpoint: each text in [CLS] ... [SEP] (RoBERTa's
+    tokenizer's <s> ... </s>), pooled as the run pools (here cls, normalised)."""
+    from test_embed import embed, texts_override
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    if family == "bert":
+        tokenizer = word_piece()
+    else:  # a RoBERTa tokenizer: its own role tokens
+        words = ["<s>", "<pad>", "</s>", "<unk>", *sorted({w for s in SENTENCES for w in s.split()})]
+        raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+        raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        raw.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+        tokenizer = HFTokenizer(raw)
+    built = embed_objective(family, tokenizer, "model.pooling=cls", "model.normalize=true")
+    ckpt = tmp_path / "run.ckpt"
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, ckpt)
+    got = torch.tensor(embed(tmp_path, f"ckpt={ckpt}", texts_override(SENTENCES)))
+    cls, sep = (tokenizer.token_id(first_token(tokenizer, names, "", "")) for names in (CLS, SEP))
+    tokens, padding = pad([[cls, *tokenizer.encode(s), sep] for s in SENTENCES], tokenizer.token_id(
+        first_token(tokenizer, PAD, "", "")))
+    with torch.no_grad():
+        assert_matches(got, built.embed(tokens, padding), what=f"{family} checkpoint embeddings")
 
 
 @pytest.mark.parametrize("sub, mode, normalize", [("0_Transformer", "cls", True), ("", "mean", False)])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.errors import InstantiationException
 from omegaconf import OmegaConf, open_dict
 from scipy.stats import spearmanr
 
@@ -141,6 +142,23 @@ def zoo_embeddings(built, tokenizer: HFTokenizer, sentences: list[str]) -> torch
 
 def word_piece() -> HFTokenizer:
     return HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+
+
+def test_the_loss_is_picked_by_the_data_or_by_name():
+    """loss=null: the cosine loss on pairs with scores (divided by max_score), in-batch negatives on pairs
+    without; model.loss=cosine on pairs without scores, or an unknown loss, is refused naming the key."""
+    tokenizer = word_piece()
+    built = embed_objective("bert", tokenizer)
+    g = torch.Generator().manual_seed(0)
+    first, second, scores = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g), torch.tensor([0., 1, 4, 5])
+    scored, bare = (TextPairs(*[torch.zeros(4, 3)] * 4, s) for s in (scores, None))
+    assert_matches(built.loss(scored, first, second), cosine_loss(first, second, scores / 5), what="cosine loss")
+    assert_matches(built.loss(bare, first, second), mnrl_loss(first, second), what="ranking loss")
+    built.loss_name = "cosine"
+    with pytest.raises(ValueError, match="model.loss=cosine needs pairs with scores"):
+        built.loss(bare, first, second)
+    with pytest.raises(InstantiationException, match="model.loss=bogus: expected one of mnrl, cosine"):
+        embed_objective("bert", tokenizer, "model.loss=bogus")
 
 
 def test_the_spearman_metric_is_scipys_over_the_whole_split():

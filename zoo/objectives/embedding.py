@@ -84,7 +84,7 @@ class Embedding(Objective):
         if model_dir is not None:
             kwargs["init_from"] = model_dir
         if loss is not None and loss not in LOSSES:
-            raise ValueError(f"objective.loss={loss}: expected one of {', '.join(LOSSES)}, or null (by the data)")
+            raise ValueError(f"model.loss={loss}: expected one of {', '.join(LOSSES)}, or null (by the data)")
         super().__init__(*args, **kwargs)
         mode = pooling or (theirs.mode if theirs else "mean")
         normalize = normalize if normalize is not None else bool(theirs and theirs.normalize)
@@ -105,8 +105,8 @@ class Embedding(Objective):
         if name == "mnrl":
             return mnrl_loss(first, second, self.scale)
         if batch.scores is None:
-            raise ValueError("objective.loss=cosine needs pairs with scores: name their column with data.label=, "
-                             "or train pairs without scores with objective.loss=mnrl")
+            raise ValueError("model.loss=cosine needs pairs with scores: name their column with data.label=, "
+                             "or train pairs without scores with model.loss=mnrl")
         return cosine_loss(first, second, batch.scores / self.max_score)
 
     def pair_embeddings(self, batch: TextPairs) -> tuple[Tensor, Tensor]:

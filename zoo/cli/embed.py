@@ -27,7 +27,8 @@ from zoo.convert.hub import resolve
 from zoo.convert.dinov2 import dinov2_shape
 from zoo.convert.vit import from_timm, is_timm_dir, timm_from_dir, vit_shape
 from zoo.data.images import load_image, to_tensor
-from zoo.data.tokenizers import HFTokenizer, tokenizer_from_state
+from zoo.data.labelled import CLS, SEP
+from zoo.data.tokenizers import HFTokenizer, first_token, tokenizer_from_state
 from zoo.models import sentence_transformers
 from zoo.models.pooling import Pooling
 from zoo.nn.embedders import PatchEmbedder
@@ -89,9 +90,13 @@ def from_checkpoint(path: str, device: str) -> Source:
     if hparams.tokenizer is None:
         raise ValueError(f"{path} stores no tokenizer: it was not trained on text")
     tokenizer = tokenizer_from_state(hparams.tokenizer)
-    # a zoo BERT saw every sequence as [CLS] ... [SEP] (zoo.data.wikitext.pack)
-    wrap = (tokenizer.token_id("[CLS]"), tokenizer.token_id("[SEP]")) if name_of(type(objective)) == "mlm" else None
-    return Source(net, kind, DEFAULTS[kind], tokenizer, wrap=wrap, max_length=_context(net))
+    # a zoo BERT saw every sequence as [CLS] ... [SEP] (zoo.data.wikitext.pack), a task=embed run each
+    # text so (zoo.data.labelled, <s> ... </s> with RoBERTa's tokenizer), pooled as the run pooled them
+    trained = name_of(type(objective))
+    wrap = tuple(tokenizer.token_id(first_token(tokenizer, names, role, path)) for names, role in
+                 ((CLS, "classifier"), (SEP, "separator"))) if trained in ("mlm", "embedding") else None
+    pooling = objective.pooling if trained == "embedding" else DEFAULTS[kind]
+    return Source(net, kind, pooling, tokenizer, wrap=wrap, max_length=_context(net))
 
 
 def net_from_folder(folder: Path) -> tuple[nn.Module, dict[str, Any]]:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, leave_out, load_mapped,
                                read_checkpoint_dir)
-from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, plain
+from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, is_headless, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -192,7 +192,10 @@ def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> No
 def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], encoder: dict[str, Tensor],
                  hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
     """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
-    head, or under task=classify with its sequence classifier read from ``hf`` at ``places``."""
+    head, under task=classify with its sequence classifier read from ``hf`` at ``places``, or under
+    task=embed the encoder alone (a folder's MLM head left out)."""
+    if is_headless(net_cfg):
+        return init_net(net_cfg, without_head(shape), leave_out(encoder, HEAD_PREFIX))
     if is_classifier(net_cfg):
         head = classifier_state(hf, encoder, places, net_cfg["head"]["num_classes"])
         return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
@@ -219,6 +222,21 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
 
     return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
                    state_dict=state_dict, marks_checkpoints=False, classifier=None)
+
+
+def last_hidden_state(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, T, D): a bare Hugging Face encoder's outputs on the input ids ``x``."""
+    return hf(x).last_hidden_state
+
+
+def encoder_family(base: Family, hf_class: str, shape: Callable[[dict[str, Any]], dict[str, Any]],
+                   rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]]) -> Family:
+    """The export of an encoder family (``base``, its MLM class) under task=embed: ``hf_class`` (its bare
+    encoder, ``*Model``), checked on its last hidden state; ``shape`` and ``rename`` are the family's
+    import shape and weight renaming (a bare encoder's weights have no MLM head)."""
+    return replace(base, hf_class=hf_class, shape=lambda config, net: without_head(shape(config)),
+                   state_dict=lambda hf, net: rename(hf, net["n_layers"]), outputs=last_hidden_state,
+                   marks_checkpoints=False, classifier=None, encoder=None)
 
 
 @torch.no_grad()
@@ -260,4 +278,4 @@ DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout
 FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
                 state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
-                classifier="BertForSequenceClassification")
+                classifier="BertForSequenceClassification", encoder="BertModel")

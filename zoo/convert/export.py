@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at, is_classifier
+from zoo.convert.family import Family, at, is_classifier, is_headless
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -242,10 +242,13 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
 
 def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
     """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
-    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``)."""
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), or its bare encoder where the
+    net has no head (``task=embed``: ``BertModel``)."""
     family = FAMILIES.get(hf_class) if hf_class else None
     if family is not None and family.classifier and is_classifier(net):
         return family.classifier
+    if family is not None and family.encoder and is_headless(net):
+        return family.encoder
     return hf_class
 
 
@@ -339,6 +342,7 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
     from zoo.convert.hub import resolve
     from zoo.data.tokenizers import backend, role_tokens, save_folder
     from zoo.models import sentence_transformers
+    from zoo.models.pooling import Pooling
     from zoo.nn import lora
     from zoo.data.pretrained import tokenizer_of
     from zoo.objectives.loading import load
@@ -403,6 +407,9 @@ def export(ckpt: str | Path, out: str | Path, merge_lora: bool = True, hf_class:
             save_folder(tokenizer, partial, roles, hparams.net.get("context"), _chat_template(prompt) if chat else None)
             if hf_class is not None:
                 FAMILIES[hf_class].tokenizer_files(partial)
+        if hparams.get("pooling") and hf_class is not None:  # a task=embed run: a sentence-transformers folder
+            pooling = Pooling(hparams.pooling, bool(hparams.get("normalize")))
+            sentence_transformers.write_modules(partial, pooling, hparams.net["block"]["d_model"], hparams.net["context"])
         if origin is not None:
             untouched = sentence_transformers.write(origin, partial, hf)
             hf_class = "BertModel"

@@ -44,6 +44,12 @@ def is_classifier(net: dict[str, Any]) -> bool:
     return net.get("head", {}).get("_target_") == "zoo.nn.heads.ClassifierHead"
 
 
+def is_headless(net: dict[str, Any]) -> bool:
+    """Whether the net (its plain config) gives its hidden states, its head ``torch.nn.Identity``
+    (task=embed: the bare encoder)."""
+    return net.get("head", {}).get("_target_") == "torch.nn.Identity"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -156,3 +162,6 @@ class Family:
     # the transformers class of this family with a sequence classifier in place of its head
     # (task=classify: ``zoo export`` writes it for a net whose head is a ``ClassifierHead``)
     classifier: str | None = None
+    # the transformers class of this family's bare encoder (task=embed: ``zoo export`` writes it, in a
+    # sentence-transformers folder, for a net whose head is ``torch.nn.Identity``)
+    encoder: str | None = None

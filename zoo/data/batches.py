@@ -252,3 +252,25 @@ class TextLabels(NamedTuple):
     @property
     def items(self) -> int:
         return int(self.padding.sum())
+
+
+class TextPairs(NamedTuple):
+    """Pairs of texts, each encoded on its own, for sentence embeddings (``task=embed``).
+
+    first, second (B, L1), (B, L2) int64 ids (``[CLS] text [SEP]``); first_padding, second_padding
+    bool, True at real tokens; scores (B,) float, the pair's similarity (STS-B's 0-5), or None where
+    the pairs carry none (each second text is its first's positive)."""
+
+    first: Tensor
+    first_padding: Tensor
+    second: Tensor
+    second_padding: Tensor
+    scores: Tensor | None = None
+
+    @property
+    def samples(self) -> int:
+        return self.first.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.first_padding.sum()) + int(self.second_padding.sum())

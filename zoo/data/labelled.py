@@ -1,6 +1,8 @@
 """Labelled text rows for a sequence classifier (``task=classify``): ``data=sst2``, ``data=stsb``,
 ``data=rte``, or your own rows with ``data=labelled data.source=FILE data.column=COL
-data.text_pair=COL data.label=COL``.
+data.text_pair=COL data.label=COL``; and the same rows as pairs for sentence embeddings
+(``task=embed``: :class:`TextPairs`, each text on its own, the label a score or, ``data.label=null``,
+none: each second text is its first's positive).
 
 Rows are read through Hugging Face ``datasets`` as ``data=text`` reads them (``zoo.data.text``:
 ``.jsonl`` / ``.json`` / ``.csv`` / ``.tsv`` / ``.parquet`` files or a ``save_to_disk`` folder). The
@@ -20,7 +22,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
-from zoo.data.batches import TextLabels
+from zoo.data.batches import TextLabels, TextPairs
 from zoo.data.text import ROW_FORMATS, hold_out, is_saved_dataset, load_rows, locate
 from zoo.data.tokenizers import HFTokenizer
 
@@ -30,7 +32,8 @@ QUOTING = {"csv": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}  # data.quoting: ho
 Row = tuple[str, str | None, Any]  # (text, its pair or None, label)
 
 
-def read_rows(source: str, key: str, columns: tuple[str, str | None, str], quoting: str, cache_dir: Path) -> list[Row]:
+def read_rows(source: str, key: str, columns: tuple[str, str | None, str | None], quoting: str,
+              cache_dir: Path) -> list[Row]:
     """The (text, pair, label) of each row of ``source`` (the value of config key ``key``): a rows file
     or a ``save_to_disk`` folder. A missing column is refused listing those there, a text that is not
     text naming its record (1-based)."""
@@ -51,7 +54,8 @@ def read_rows(source: str, key: str, columns: tuple[str, str | None, str], quoti
         if column is not None and column not in rows.column_names:
             raise ValueError(f"{path} has no column {column!r} (data.{name}={column}): its columns are "
                              f"{rows.column_names}")
-    texts, pairs, labels = rows[text], rows[pair] if pair else [None] * len(rows), rows[label]
+    texts, pairs = rows[text], rows[pair] if pair else [None] * len(rows)
+    labels = rows[label] if label else [None] * len(rows)
     for i, (a, b) in enumerate(zip(texts, pairs)):
         if not isinstance(a, str) or (pair and not isinstance(b, str)):
             raise ValueError(f"{path} record {i + 1}: its text {(a, b) if pair else a!r} is not text "
@@ -86,47 +90,62 @@ def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, 
 
 
 class Encoded(Dataset):
-    """One split's rows as (ids, segments, label) items; :meth:`collate` pads a batch of them."""
+    """One split's rows as (ids, segments, label) items, which :func:`collate` pads, or as (first ids,
+    second ids, score or None) items, which :func:`collate_pairs` pads (``labels`` None: no scores)."""
 
-    def __init__(self, ids: list[list[int]], segments: list[list[int]], labels: Tensor):
-        self.ids, self.segments, self.labels = ids, segments, labels
+    def __init__(self, ids: list[list[int]], other: list[list[int]], labels: Tensor | None):
+        self.ids, self.other, self.labels = ids, other, labels
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int], Tensor]:
-        return self.ids[i], self.segments[i], self.labels[i]
+    def __getitem__(self, i: int) -> tuple[list[int], list[int], Tensor | None]:
+        return self.ids[i], self.other[i], None if self.labels is None else self.labels[i]
+
+
+def pad(rows: list[list[int]], value: int) -> tuple[Tensor, Tensor]:
+    """Rows of ids (or segment ids) right-padded with ``value`` to the longest, and the padding mask
+    (True at real tokens)."""
+    width = max(map(len, rows))
+    tokens = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, ids in enumerate(rows):
+        tokens[i, : len(ids)] = torch.tensor(ids)
+    return tokens, torch.arange(width)[None] < torch.tensor([len(ids) for ids in rows])[:, None]
 
 
 def collate(items: list[tuple[list[int], list[int], Tensor]], pad_id: int) -> TextLabels:
     """Items padded to the batch's longest (right padding, ``pad_id``; segments 0 there)."""
-    width = max(len(ids) for ids, _, _ in items)
-    tokens = torch.full((len(items), width), pad_id, dtype=torch.long)
-    segments = torch.zeros((len(items), width), dtype=torch.long)
-    for row, (ids, seg, _) in enumerate(items):
-        tokens[row, : len(ids)], segments[row, : len(seg)] = torch.tensor(ids), torch.tensor(seg)
-    padding = torch.arange(width)[None] < torch.tensor([len(ids) for ids, _, _ in items])[:, None]
+    tokens, padding = pad([ids for ids, _, _ in items], pad_id)
+    segments, _ = pad([seg for _, seg, _ in items], 0)
     return TextLabels(tokens, padding, segments, torch.stack([label for _, _, label in items]))
 
 
+def collate_pairs(items: list[tuple[list[int], list[int], Tensor | None]], pad_id: int) -> TextPairs:
+    """(first ids, second ids, score or None) items -> a :class:`TextPairs` batch, each side padded on its own."""
+    first, second = pad([a for a, _, _ in items], pad_id), pad([b for _, b, _ in items], pad_id)
+    scores = None if items[0][2] is None else torch.stack([score for _, _, score in items])
+    return TextPairs(*first, *second, scores)
+
+
 class _Collate:
-    """A picklable collate (DataLoader workers) holding the padding id."""
+    """A picklable collate (DataLoader workers) holding the padding id and the batch type."""
 
-    def __init__(self, pad_id: int):
-        self.pad_id = pad_id
+    def __init__(self, pad_id: int, pairs: bool = False):
+        self.pad_id, self.pairs = pad_id, pairs
 
-    def __call__(self, items: list) -> TextLabels:
-        return collate(items, self.pad_id)
+    def __call__(self, items: list) -> TextLabels | TextPairs:
+        return (collate_pairs if self.pairs else collate)(items, self.pad_id)
 
 
 class LabelledText(ZooDataModule):
-    """Rows of text (and an optional second text) with a label, as :class:`TextLabels` batches.
+    """Rows of text (and an optional second text) with a label, as :class:`TextLabels` batches; or
+    pairs of texts with an optional score, as :class:`TextPairs` batches (each text ``[CLS] a [SEP]``).
 
     Args:
         source: the training rows (a file or a save_to_disk folder; relative: also looked for under
             ``data_dir``).
         column / text_pair / label: the columns of the text, of the second text (None: one sentence)
-            and of the label.
+            and of the label (None: pairs without a score, for :class:`TextPairs` only).
         val / test: rows of the validation / test split; None: ``val_fraction`` / ``test_fraction`` of
             ``source``'s rows held out, drawn by ``seed``.
         regression: the label is a score (one output, mean squared error), not a class.
@@ -137,11 +156,11 @@ class LabelledText(ZooDataModule):
         block_size: the longest sequence (the model's context).
     """
 
-    yields = (TextLabels,)
+    yields = (TextLabels, TextPairs)
     drop_last = True
 
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int, source: str | None = None,
-                 column: str = "sentence", text_pair: str | None = None, label: str = "label",
+                 column: str = "sentence", text_pair: str | None = None, label: str | None = "label",
                  val: str | None = None, test: str | None = None, val_fraction: float = 0.1,
                  test_fraction: float = 0.1, regression: bool = False, quoting: str = "csv",
                  tokenizer: str = "wordpiece", vocab_size: int = 8192, seed: int = 1337,
@@ -188,11 +207,9 @@ class LabelledText(ZooDataModule):
         """The class names (None for a regression) and each split's labels as a tensor; a label of val
         or test that the training rows never have is refused, naming it."""
         if self.regression:
-            try:
-                return None, {split: torch.tensor([float(y) for *_, y in r]) for split, r in rows.items()}
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"data.label={self.columns[2]} with data.regression=true: a label is not a "
-                                 f"number ({err})") from None
+            return None, self.scores(rows)
+        if self.columns[2] is None:
+            raise ValueError("data.label=null: a classifier needs labels; name their column, e.g. data.label=label")
         names = label_names([y for *_, y in rows["train"]])
         index = {name: i for i, name in enumerate(names)}
         out = {}
@@ -204,6 +221,29 @@ class LabelledText(ZooDataModule):
             out[split] = torch.tensor([index[str(y)] for *_, y in split_rows])
         return names, out
 
+    def scores(self, rows: dict[str, list[Row]]) -> dict[str, Tensor]:
+        """Each split's labels as float scores (a regression's, a pair's similarity)."""
+        try:
+            return {split: torch.tensor([float(y) for *_, y in r]) for split, r in rows.items()}
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"data.label={self.columns[2]}: a score is not a number ({err}); a classifier's "
+                             f"labels need data.regression=false, pairs without scores data.label=null") from None
+
+    def pairs(self, rows: dict[str, list[Row]], cls: int, sep: int) -> dict[str, Encoded]:
+        """Each split's rows as pairs of texts, each ``[CLS] text [SEP]`` on its own, with their scores
+        (None where ``data.label=null``)."""
+        if self.columns[1] is None:
+            raise ValueError("data.text_pair is not set: pairs of texts (anchor, positive) need a second column, "
+                             "e.g. data.text_pair=sentence2")
+        scores = self.scores(rows) if self.columns[2] else dict.fromkeys(rows)
+        encoded = {}
+        for split, split_rows in rows.items():
+            sides = [[encode_pair(ids, None, cls, sep, self.block_size)[0]
+                      for ids in self.tokenizer.encode_batch([row[i] for row in split_rows])] for i in (0, 1)]
+            encoded[split] = Encoded(*sides, scores[split])
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id}
+        return encoded
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
@@ -213,21 +253,30 @@ class LabelledText(ZooDataModule):
         cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
         self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))
         double_sep = cls_token == "<s>"  # a RoBERTa tokenizer's pairs
-        names, labels = self.labels(rows)
-        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id,
-                     "num_classes": 1 if names is None else len(names), "class_names": names}
-        for split, split_rows in rows.items():
-            firsts = self.tokenizer.encode_batch([a for a, _, _ in split_rows])
-            seconds = self.tokenizer.encode_batch([b for _, b, _ in split_rows]) if self.columns[1] else None
-            encoded = [encode_pair(a, None if seconds is None else seconds[i], cls, sep, self.block_size, double_sep)
-                       for i, a in enumerate(firsts)]
-            self.splits[split] = Encoded([e[0] for e in encoded], [e[1] for e in encoded], labels[split])
+        if self.batch_type is TextPairs:
+            self.splits = self.pairs(rows, cls, sep)
+        else:
+            self.splits = self.sentences(rows, cls, sep, double_sep)
         if len(self.splits["train"]) < self.batch_size:
             raise ValueError(f"data.source={self.sources['train']}: {len(self.splits['train'])} training rows, fewer "
                              f"than one batch of data.batch_size={self.batch_size}")
+
+    def sentences(self, rows: dict[str, list[Row]], cls: int, sep: int, double_sep: bool) -> dict[str, Encoded]:
+        """Each split's rows as one sequence (a sentence, or a pair joined), with their labels."""
+        names, labels = self.labels(rows)
+        self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id,
+                     "num_classes": 1 if names is None else len(names), "class_names": names}
+        encoded = {}
+        for split, split_rows in rows.items():
+            firsts = self.tokenizer.encode_batch([a for a, _, _ in split_rows])
+            seconds = self.tokenizer.encode_batch([b for _, b, _ in split_rows]) if self.columns[1] else None
+            pairs = [encode_pair(a, None if seconds is None else seconds[i], cls, sep, self.block_size, double_sep)
+                     for i, a in enumerate(firsts)]
+            encoded[split] = Encoded([e[0] for e in pairs], [e[1] for e in pairs], labels[split])
+        return encoded
 
     def dataset(self, split: str) -> Dataset:
         return self.splits[split]
 
     def collate_fn(self) -> _Collate:
-        return _Collate(self.pad_id)
+        return _Collate(self.pad_id, pairs=self.batch_type is TextPairs)

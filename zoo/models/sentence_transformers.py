@@ -116,6 +116,33 @@ def read(folder: str | Path) -> SentenceTransformer:
     return SentenceTransformer(modules["Transformer"], Pooling(mode, "Normalize" in modules), max_length, width)
 
 
+def transformer_dir(folder: str | Path) -> Path:
+    """Where ``folder``'s Transformer is, its ``config.json`` and tokenizer: the folder ``modules.json``
+    names for it in a sentence-transformers folder, else ``folder`` itself."""
+    return read(folder).model_dir if is_sentence_transformer(folder) else Path(folder)
+
+
+# --- export: a zoo encoder as a sentence-transformers folder ---------------------------------------
+
+MODULE_TYPES = {kind: f"sentence_transformers.models.{kind}" for kind in KNOWN}  # the names every release reads
+
+
+def write_modules(out: Path, pooling: Pooling, width: int, max_length: int) -> None:
+    """Make ``out`` (a bare encoder and its tokenizer, as :func:`zoo.convert.export.export` wrote them)
+    a sentence-transformers folder: the Transformer at its root, cutting inputs at ``max_length``
+    tokens, then ``pooling`` over its ``width``-wide hidden states (and ``Normalize`` where it
+    normalises), in the layout every sentence-transformers release reads (``pooling_mode_*`` flags)."""
+    kinds = [("Transformer", ""), ("Pooling", "1_Pooling")] + [("Normalize", "2_Normalize")] * pooling.normalize
+    modules = [{"idx": i, "name": str(i), "path": path, "type": MODULE_TYPES[kind]} for i, (kind, path) in enumerate(kinds)]
+    (out / MODULES_FILE).write_text(json.dumps(modules, indent=1))
+    flags = {flag: mode == pooling.mode for flag, mode in POOLING_FLAGS.items()} | dict.fromkeys(UNSUPPORTED_FLAGS, False)
+    for kind, path in kinds[1:]:
+        (out / path).mkdir()
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": width, **flags}, indent=1))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
+    (out / "config_sentence_transformers.json").write_text(json.dumps({"similarity_fn_name": "cosine"}))
+
+
 # --- export: a zoo BERT back into the sentence-transformers folder it came from ---------------------
 
 POOLER = ("pooler.dense.weight", "pooler.dense.bias")  # BertModel's, which the zoo does not compute

@@ -44,6 +44,11 @@ def is_classifier(net: dict[str, Any]) -> bool:
     return net.get("head", {}).get("_target_") == "zoo.nn.heads.ClassifierHead"
 
 
+def is_span_head(net: dict[str, Any]) -> bool:
+    """Whether the net (its plain config) ends in a span head (task=qa)."""
+    return net.get("head", {}).get("_target_") == "zoo.nn.heads.SpanHead"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -156,3 +161,5 @@ class Family:
     # the transformers class of this family with a sequence classifier in place of its head
     # (task=classify: ``zoo export`` writes it for a net whose head is a ``ClassifierHead``)
     classifier: str | None = None
+    # the transformers class of this family with a span head (task=qa: ``*ForQuestionAnswering``)
+    question_answering: str | None = None

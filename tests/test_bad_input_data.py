@@ -142,6 +142,7 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
             "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
 # labelled rows: task=classify's (an encoder's config; the task changes no data key)
 MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
+MODEL_OF |= {"squad": "bert"}  # task=qa's SQuAD-format questions
 
 
 def test_every_data_config_is_paired_above():

@@ -18,15 +18,14 @@ from omegaconf import OmegaConf, open_dict
 from transformers import (BertConfig, BertForQuestionAnswering, DistilBertConfig, DistilBertForQuestionAnswering,
                           RobertaConfig, RobertaForQuestionAnswering)
 
-from conftest import run_train
+from conftest import assert_refused_in_one_line, run_train
 from exactness import assert_matches, randomise
-from zoo.cli.precheck import Refused, check
+from test_task_classify import VOCAB, pair_batch
 from zoo.config import compose_config
 from zoo.convert import bert, distilbert, roberta
 from zoo.data.squad import SquadData, answer_tokens
 from zoo.objectives.squad_metric import best_spans, exact_match, f1, normalize_answer, squad_scores
 
-VOCAB = 97
 
 
 # --- the metric: the official SQuAD v1.1 script's definitions, worked by hand -------------------------------------
@@ -178,16 +177,6 @@ def qa_cfg(model: str, *overrides: str):
     return cfg
 
 
-def pair_batch(pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ids (3, 17), segment ids (the context's tokens 1) and padding: odd lengths 17, 11, 6."""
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(2, VOCAB, (3, 17), generator=g)
-    lengths = torch.tensor([17, 11, 6])
-    padding = torch.arange(17)[None] < lengths[:, None]
-    segments = ((torch.arange(17)[None] >= (lengths[:, None] // 2)) & padding).long()
-    return ids.masked_fill(~padding, pad_id), segments, padding
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @torch.no_grad()
@@ -289,10 +278,7 @@ def test_export_writes_the_question_answering_class_that_answers_as_the_zoo(tmp_
     (["model=bert", "data=squad"], ["model=bert", "MaskedLM", "data=squad", "QuestionSpans"]),
 ])
 def test_impossible_pairs_are_refused_in_one_line_naming_both_sides(arguments, named, tmp_path):
-    with pytest.raises(Refused) as refused:
-        check("train", "train", [*arguments, f"hydra.run.dir={tmp_path / 'run'}"])
-    message = str(refused.value)
-    assert "\n" not in message and all(name in message for name in named), message
+    assert_refused_in_one_line(arguments, named, tmp_path / "run")
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import QuestionSpans
-from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK, encode_pair
+from zoo.data.labelled import check_tokenizer, encode_pair, own_tokenizer, pair_ids
 from zoo.data.text import hold_out, locate
 from zoo.data.tokenizers import HFTokenizer
 
@@ -155,8 +155,7 @@ class SquadData(ZooDataModule):
                              f"question of up to data.max_query_length={max_query_length} and 4 special tokens, "
                              f"leaving the context {max_length - max_query_length - 4}; the stride (the tokens shared "
                              f"with the window before) must be 0 or more and less than that")
-        if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
-            raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+        check_tokenizer(tokenizer)
         self.sources = {"train": locate(str(source), self.data_dir)}
         self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
         self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
@@ -180,11 +179,9 @@ class SquadData(ZooDataModule):
         return {split: [e for p in ps for e in p] for split, ps in paragraphs.items()}
 
     def own_tokenizer(self, examples: list[Example]) -> HFTokenizer:
-        """WordPiece learnt from the training contexts and questions (case kept), or ``data.tokenizer``'s folder."""
-        if self.tokenizer_kind != "wordpiece":
-            return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
+        """WordPiece learnt from the training contexts and questions, or ``data.tokenizer``'s folder."""
         texts = list(dict.fromkeys(e.context for e in examples)) + [e.question for e in examples]
-        return HFTokenizer.train_wordpiece(texts, self.vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+        return own_tokenizer(self.tokenizer_kind, texts, self.vocab_size)
 
     def windows(self, examples: list[Example], cls: int, sep: int, double_sep: bool) -> list[Window]:
         """Every example's windows (:func:`encode_pair` joins question and context)."""
@@ -220,11 +217,9 @@ class SquadData(ZooDataModule):
             raise ValueError(f"{self.tokenizer_from}'s tokenizer is a {type(self.tokenizer).__name__}, which gives no "
                              f"character offsets: task=qa needs a tokenizers one (a Hugging Face folder's, or "
                              f"data.tokenizer=wordpiece)")
-        cls_token = self.role_token(CLS, "classifier")
-        cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
-        self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))
+        cls, sep, self.pad_id, double_sep = pair_ids(self)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id}
-        self.splits = {split: Windows(self.windows(split_examples, cls, sep, cls_token == "<s>"))
+        self.splits = {split: Windows(self.windows(split_examples, cls, sep, double_sep))
                        for split, split_examples in examples.items()}
         if len(self.splits["train"]) < self.batch_size:
             raise ValueError(f"data.source={self.sources['train']}: {len(self.splits['train'])} training windows, "

@@ -131,6 +131,26 @@ def test_windows_overlap_by_the_stride_and_label_the_answer_or_cls(tmp_path):
     assert not contexts["train"] & (contexts["val"] | contexts["test"]) and contexts["val"] and contexts["test"]
 
 
+def test_a_roberta_tokenizer_joins_question_and_context_as_roberta_does(tmp_path):
+    """A tokenizer whose classifier token is <s> (RoBERTa's, from data.tokenizer= or init_from): windows
+    are <s> q </s></s> c </s>, the labels and offsets shifted by the extra separator."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<s>", "<pad>", "</s>", "<unk>", "a", "b", "c", "d", "x", "y"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    qas = [{"id": q, "question": q, "answers": [{"text": "c", "answer_start": 4}]} for q in ("x", "y")]
+    (tmp_path / "train.json").write_text(json.dumps({"data": [{"paragraphs": [{"context": "a b c d", "qas": qas}]}]}))
+    data = squad_data(tmp_path, tokenizer=str(tmp_path / "tok"), val=str(tmp_path / "train.json"),
+                      test=str(tmp_path / "train.json"))
+    w = data.dataset("train")[0]
+    assert [words[i] for i in w.ids] == ["<s>", "x", "</s>", "</s>", "a", "b", "c", "d", "</s>"]
+    assert (w.start, w.end) == (6, 6) and w.offsets[4:8] == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert w.offsets[:4] == [(-1, -1)] * 4 and data.pad_id == 1
+
+
 def test_answer_tokens_needs_the_whole_answer_in_the_window():
     offsets = [(10, 14), (15, 19), (19, 20)]
     assert answer_tokens(offsets, 15, 20) == (1, 2) and answer_tokens(offsets, 11, 14) == (0, 0)

@@ -42,6 +42,16 @@ def run_train(run_dir: Path, data_dir: Path, *overrides: str, timeout: int = 300
     return out
 
 
+def assert_refused_in_one_line(arguments: list[str], named: list[str], run_dir: Path) -> None:
+    """``python train.py *arguments`` is refused by the start-up check in one line naming each of ``named``."""
+    from zoo.cli.precheck import Refused, check
+
+    with pytest.raises(Refused) as refused:
+        check("train", "train", [*arguments, f"hydra.run.dir={run_dir}"])
+    message = str(refused.value)
+    assert "\n" not in message and all(name in message for name in named), message
+
+
 TINY_GPT = [
     "data.check=false", "model.net.n_layers=2", "model.net.context=32", "model.net.block.d_model=32",
     "model.net.block.n_heads=2", "data.batch_size=4", "data.val_batches=2", "trainer.log_every_n_steps=1",

@@ -145,6 +145,7 @@ MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
 MODEL_OF |= {"images": "vit"}  # your own labelled images (data=images)
 MODEL_OF |= {"pairs": "t5"}  # source / target pairs: an encoder-decoder's
 MODEL_OF |= {"audio": "whisper"}  # your recordings from a manifest
+MODEL_OF |= {"squad": "bert"}  # task=qa's SQuAD-format questions
 
 
 def test_every_data_config_is_paired_above():

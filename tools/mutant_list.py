@@ -17,6 +17,9 @@ FAMILY_TESTS = {
     "bert_model": ["tests/test_task_embed.py"],
     "roberta_model": ["tests/test_task_embed.py"],
     "distilbert_model": ["tests/test_task_embed.py"],
+    "bert_qa": ["tests/test_task_qa.py"],
+    "roberta_qa": ["tests/test_task_qa.py"],
+    "distilbert_qa": ["tests/test_task_qa.py"],
     "big_bird": ["tests/test_big_bird.py"],
     "llama": ["tests/test_llama.py"],
     "mistral": ["tests/test_mistral.py"],
@@ -333,7 +336,8 @@ MUTANTS = [
      "old": 'DISTILBERT_CLASSIFIER = {"dense": ("pre_classifier",),',
      "new": 'DISTILBERT_CLASSIFIER = {"dense": ("distilbert.transformer.layer.1.attention.out_lin",),'},
     {"name": "classifier_heads_biases_unread", "file": "zoo/convert/bert.py",
-     "families": ["bert_classifier", "roberta_classifier", "distilbert_classifier"],
+     "families": ["bert_classifier", "roberta_classifier", "distilbert_classifier", "bert_qa", "roberta_qa",
+                  "distilbert_qa"],
      "old": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found',
      "new": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found if part == ".weight" else 0 * found'},
     {"name": "encoder_family_last_layer_unread", "file": "zoo/convert/bert.py",
@@ -346,6 +350,13 @@ MUTANTS = [
      "new": "flags = {flag: mode == ('cls' if pooling.mode == 'mean' else pooling.mode) for flag, mode in POOLING_FLAGS.items()}"},
     {"name": "embedding_mnrl_unscaled", "file": "zoo/objectives/embedding.py", "tests": ["tests/test_task_embed.py"],
      "old": "scores = similarities(first, second) * scale", "new": "scores = similarities(first, second)"},
+    {"name": "qa_heads_from_no_module", "file": "zoo/convert/bert.py",
+     "families": ["bert_qa", "roberta_qa", "distilbert_qa"],
+     "old": 'QA_OUTPUTS = {"proj": ("qa_outputs",)}', "new": 'QA_OUTPUTS = {"proj": ("qa_output",)}'},
+    {"name": "qa_heads_start_and_end_swapped", "file": "zoo/convert/bert.py",
+     "families": ["bert_qa", "roberta_qa", "distilbert_qa"],
+     "old": "return torch.stack([out.start_logits, out.end_logits], -1)",
+     "new": "return torch.stack([out.end_logits, out.start_logits], -1)"},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

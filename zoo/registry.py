@@ -41,6 +41,7 @@ OBJECTIVES: dict[str, str] = {
     "ctc": "zoo.objectives.ctc.CTCRecognition",
     "contrastive": "zoo.objectives.contrastive.Contrastive",
     "embedding": "zoo.objectives.embedding.Embedding",
+    "qa": "zoo.objectives.qa.QuestionAnswering",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -59,6 +60,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.ctc.CTCRecognition": "ctc",  # likewise
     "zoo.objectives.contrastive.Contrastive": "contrastive",  # likewise
     "zoo.objectives.embedding.Embedding": "embedding",  # likewise
+    "zoo.objectives.qa.QuestionAnswering": "qa",  # likewise
 }
 
 # Classes that checkpoints already written may name though no shipped config names them: CLIP's

@@ -13,6 +13,7 @@ Three ways in:
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, replace
 from functools import partial
@@ -24,7 +25,7 @@ from torch import Tensor, nn
 
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, leave_out, load_mapped,
                                read_checkpoint_dir)
-from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, is_headless, plain
+from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, is_headless, is_span_head, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -180,6 +181,19 @@ def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: 
     return state
 
 
+# task=qa: the zoo's SpanHead module -> the Hugging Face module it is read from, every encoder's
+# *ForQuestionAnswering (qa_outputs: row 0 the start logits, row 1 the end logits)
+QA_OUTPUTS = {"proj": ("qa_outputs",)}
+
+
+def task_head(net_cfg: dict[str, Any], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, tuple[str, ...]], int] | None:
+    """Where a task's head is read from and its width: a classifier's at ``places`` (the family's
+    sequence classifier), a span head's at :data:`QA_OUTPUTS`; None for the MLM head."""
+    if is_classifier(net_cfg):
+        return places, net_cfg["head"]["num_classes"]
+    return (QA_OUTPUTS, 2) if is_span_head(net_cfg) else None
+
+
 def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
     """load_mapped, keeping the net's fresh classifier weights where the checkpoint has none (an
     encoder or MLM checkpoint, or a classifier of another label set)."""
@@ -192,13 +206,15 @@ def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> No
 def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], encoder: dict[str, Tensor],
                  hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
     """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
-    head, under task=classify with its sequence classifier read from ``hf`` at ``places``, or under
-    task=embed the encoder alone (a folder's MLM head left out)."""
+    head, under task=classify with its sequence classifier read from ``hf`` at ``places``, under
+    task=qa with its span head read from ``qa_outputs``, or under task=embed the encoder alone (a
+    folder's MLM head left out)."""
     if is_headless(net_cfg):
         return init_net(net_cfg, without_head(shape), leave_out(encoder, HEAD_PREFIX))
-    if is_classifier(net_cfg):
-        head = classifier_state(hf, encoder, places, net_cfg["head"]["num_classes"])
-        return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
+    head = task_head(net_cfg, places)
+    if head is not None:
+        state = classifier_state(hf, encoder, *head)
+        return init_net(net_cfg, without_head(shape), state, partial(load_classifier, source=path))
     return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
 
 
@@ -221,7 +237,37 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
         return classifier_state(hf, rename(hf, net["n_layers"]), places, net["head"]["num_classes"])
 
     return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
-                   state_dict=state_dict, marks_checkpoints=False, classifier=None)
+                   state_dict=state_dict, marks_checkpoints=False, classifier=None, question_answering=None)
+
+
+def span_outputs(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, T, 2): a ``*ForQuestionAnswering``'s start and end logits, as the zoo's span head gives them."""
+    out = hf(x)
+    return torch.stack([out.start_logits, out.end_logits], -1)
+
+
+def with_token_types(folder: Path) -> None:
+    """The saved tokenizer folder ``folder`` made to return ``token_type_ids`` too (a pair's second
+    text 1), which BERT reads as the zoo's segment ids: without them a context reads as a question."""
+    file = folder / "tokenizer_config.json"
+    config = json.loads(file.read_text())
+    config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
+    file.write_text(json.dumps(config, indent=1))
+
+
+def question_answering_family(base: Family, hf_class: str, shape: Callable[[dict[str, Any]], dict[str, Any]],
+                              rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]],
+                              token_types: bool = False) -> Family:
+    """The export of an encoder family (``base``) under task=qa: ``hf_class`` (its
+    ``*ForQuestionAnswering``), the span head read from ``qa_outputs``; ``shape`` and ``rename`` are
+    the family's import shape and weight renaming; ``token_types``: its tokenizer folder returns
+    them (BERT's question and context segments)."""
+    def state_dict(hf: dict[str, Tensor], net: dict[str, Any]) -> dict[str, Tensor]:
+        return classifier_state(hf, rename(hf, net["n_layers"]), QA_OUTPUTS, 2)
+
+    return replace(base, hf_class=hf_class, shape=lambda config, net: without_head(shape(config)),
+                   state_dict=state_dict, outputs=span_outputs, marks_checkpoints=False, classifier=None,
+                   question_answering=None, tokenizer_files=with_token_types if token_types else base.tokenizer_files)
 
 
 def last_hidden_state(hf: nn.Module, x: Tensor) -> Tensor:
@@ -278,4 +324,5 @@ DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout
 FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
                 state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
-                classifier="BertForSequenceClassification", encoder="BertModel")
+                classifier="BertForSequenceClassification", encoder="BertModel",
+                question_answering="BertForQuestionAnswering")

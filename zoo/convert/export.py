@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at, is_classifier, is_headless
+from zoo.convert.family import Family, at, is_classifier, is_headless, is_span_head
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -242,11 +242,14 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
 
 def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
     """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
-    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), or its bare encoder where the
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), its question-answering class
+    where it is a span head (``task=qa``: ``BertForQuestionAnswering``), or its bare encoder where the
     net has no head (``task=embed``: ``BertModel``)."""
     family = FAMILIES.get(hf_class) if hf_class else None
     if family is not None and family.classifier and is_classifier(net):
         return family.classifier
+    if family is not None and family.question_answering and is_span_head(net):
+        return family.question_answering
     if family is not None and family.encoder and is_headless(net):
         return family.encoder
     return hf_class

@@ -50,6 +50,11 @@ def is_headless(net: dict[str, Any]) -> bool:
     return net.get("head", {}).get("_target_") == "torch.nn.Identity"
 
 
+def is_span_head(net: dict[str, Any]) -> bool:
+    """Whether the net (its plain config) ends in a span head (task=qa)."""
+    return net.get("head", {}).get("_target_") == "zoo.nn.heads.SpanHead"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -165,3 +170,5 @@ class Family:
     # the transformers class of this family's bare encoder (task=embed: ``zoo export`` writes it, in a
     # sentence-transformers folder, for a net whose head is ``torch.nn.Identity``)
     encoder: str | None = None
+    # the transformers class of this family with a span head (task=qa: ``*ForQuestionAnswering``)
+    question_answering: str | None = None

@@ -274,3 +274,34 @@ class TextPairs(NamedTuple):
     @property
     def items(self) -> int:
         return int(self.first_padding.sum()) + int(self.second_padding.sum())
+
+
+class QuestionSpans(NamedTuple):
+    """Windows of (question, context) pairs for extractive question answering (``task=qa``): a long
+    context is cut into several overlapping windows, each a row.
+
+    tokens (B, L) int64 ids (``[CLS] question [SEP] context window [SEP]``); padding (B, L) bool, True
+    at real tokens; segments (B, L) int64, 0 for the question and 1 for the context (BERT's token
+    types); starts, ends (B,) the answer's first and last token in the row, 0 (the ``[CLS]``) where the
+    window does not hold it; offsets (B, L, 2) each context token's (start, end) characters in its
+    context, -1 at every other position (the answer can only be read there); example (B,) the
+    row's example (its index in the split: the windows of one example share it); contexts and
+    answers: each row's context text and its example's gold answers (the metric's references)."""
+
+    tokens: Tensor
+    padding: Tensor
+    segments: Tensor
+    starts: Tensor
+    ends: Tensor
+    offsets: Tensor
+    example: Tensor
+    contexts: list[str]
+    answers: list[list[str]]
+
+    @property
+    def samples(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.padding.sum())

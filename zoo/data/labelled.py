@@ -89,6 +89,29 @@ def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, 
     return ids, segments
 
 
+def check_tokenizer(kind: str) -> None:
+    """Refuse a ``data.tokenizer`` that is neither ``wordpiece`` nor a folder."""
+    if kind != "wordpiece" and not Path(kind).expanduser().is_dir():
+        raise ValueError(f"data.tokenizer={kind}: expected wordpiece, or a folder holding a tokenizer.json")
+
+
+def own_tokenizer(kind: str, texts: list[str], vocab_size: int) -> HFTokenizer:
+    """A data module's own tokenizer (``data.tokenizer=kind``): WordPiece learnt from ``texts`` (case
+    kept; ``vocab_size`` entries, the roles' tokens first), or the folder ``kind`` names."""
+    if kind != "wordpiece":
+        return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
+    return HFTokenizer.train_wordpiece(texts, vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+
+
+def pair_ids(data: ZooDataModule) -> tuple[int, int, int, bool]:
+    """The classifier, separator and padding ids of ``data``'s tokenizer (its own names of them), and
+    whether it joins a pair RoBERTa's way (``<s> a </s></s> b </s>``: its classifier token is ``<s>``)."""
+    cls_token = data.role_token(CLS, "classifier")
+    tokenizer = data.tokenizer
+    return (tokenizer.token_id(cls_token), tokenizer.token_id(data.role_token(SEP, "separator")),
+            tokenizer.token_id(data.role_token(PAD, "padding")), cls_token == "<s>")
+
+
 class Encoded(Dataset):
     """One split's rows as (ids, segments, label) items, which :func:`collate` pads, or as (first ids,
     second ids, score or None) items, which :func:`collate_pairs` pads (``labels`` None: no scores)."""
@@ -171,8 +194,7 @@ class LabelledText(ZooDataModule):
                              "data.column=sentence data.label=label")
         if quoting not in QUOTING:
             raise ValueError(f"data.quoting={quoting}: expected one of {', '.join(QUOTING)}")
-        if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
-            raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+        check_tokenizer(tokenizer)
         self.sources = {"train": locate(str(source), self.data_dir)}
         self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
         self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
@@ -197,11 +219,8 @@ class LabelledText(ZooDataModule):
         return rows
 
     def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
-        """WordPiece learnt from the training texts (case kept), or the folder ``data.tokenizer`` names."""
-        if self.tokenizer_kind != "wordpiece":
-            return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
-        texts = [t for a, b, _ in rows for t in (a, b) if t]
-        return HFTokenizer.train_wordpiece(texts, self.vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+        """WordPiece learnt from the training texts, or the folder ``data.tokenizer`` names."""
+        return own_tokenizer(self.tokenizer_kind, [t for a, b, _ in rows for t in (a, b) if t], self.vocab_size)
 
     def labels(self, rows: dict[str, list[Row]]) -> tuple[list[str] | None, dict[str, Tensor]]:
         """The class names (None for a regression) and each split's labels as a tensor; a label of val
@@ -249,10 +268,7 @@ class LabelledText(ZooDataModule):
             return
         rows = self.read()
         self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(rows["train"]))
-        cls_token = self.role_token(CLS, "classifier")
-        cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
-        self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))
-        double_sep = cls_token == "<s>"  # a RoBERTa tokenizer's pairs
+        cls, sep, self.pad_id, double_sep = pair_ids(self)
         if self.batch_type is TextPairs:
             self.splits = self.pairs(rows, cls, sep)
         else:

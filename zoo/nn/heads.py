@@ -146,3 +146,18 @@ class CTCHead(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(..., D) -> (..., V)."""
         return self.proj(self.dropout(x))
+
+
+class SpanHead(nn.Module):
+    """Vectors (B, L, D) -> span logits (B, L, 2): each position's start and end score for an
+    extractive answer (``task=qa``), one linear layer, as Hugging Face's ``*ForQuestionAnswering``
+    ``qa_outputs`` (row 0 the start, row 1 the end); ``dropout`` before it (DistilBERT's ``qa_dropout``)."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(d_model, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, L, 2)."""
+        return self.proj(self.dropout(x))

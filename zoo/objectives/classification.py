@@ -56,6 +56,12 @@ def align_labels(head: nn.Module, folder: str, names: list[str]) -> None:
                       f"in the folder's order (output i is the data's {names[0]!r}, ...)", stacklevel=2)
 
 
+def reads_segments(net: nn.Module) -> bool:
+    """Whether the net's embedder has two or more token types (BERT's), so that segment ids go in."""
+    segments = getattr(getattr(net, "embedder", None), "segments", None)
+    return segments is not None and segments.num_embeddings > 1
+
+
 class Classification(Objective):
     """Cross-entropy of the class logits. Batches are :class:`ImageLabels` (images, labels (B,) int),
     or :class:`TextLabels` where the network embeds tokens (an encoder under ``task=classify``: its
@@ -109,8 +115,7 @@ class Classification(Objective):
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)
                       if mixup else None)
         self.regression = num_classes == 1
-        segments = getattr(getattr(self.net, "embedder", None), "segments", None)
-        self.reads_segments = segments is not None and segments.num_embeddings > 1  # BERT's token types
+        self.reads_segments = reads_segments(self.net)
         # registered so they move with the module; val and test only where they are not a classifier's
         self.scores = {split: self._metrics(split) for split in ("train", "val", "test")}
         for split, metrics in self.scores.items():

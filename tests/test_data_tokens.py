@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_train
-from test_data_text import TINY, module, train_losses, write_corpus
+from test_data_text import TINY, document, module, train_losses, write_corpus
 from zoo.cli.commands import call
 from zoo.data.tokens import TokenShards, shard_dtype
 
@@ -89,3 +89,75 @@ def test_gpt_trains_on_prepared_shards_and_a_killed_run_resumes_to_the_same_loss
         steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
     assert steps == list(range(30))  # both segments, each step once
     assert train_losses(run) == pytest.approx(losses, abs=1e-6)
+
+
+# --- a resumable, streaming prepare ---------------------------------------------------------------
+
+def killed_prepare(corpus: Path, out: Path, monkeypatch, records: int) -> None:
+    """A prepare of ``corpus`` into ``out`` killed once it has recorded its progress ``records`` times
+    (2 documents a batch), as a kill between two batches leaves it."""
+    import zoo.cli.prepare as prepare_cli
+
+    real, calls = prepare_cli.record, []
+
+    def record(folder: Path, state: dict) -> None:
+        real(folder, state)
+        calls.append(1)
+        if len(calls) == records:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(prepare_cli, "BATCH", 2)
+        patch.setattr(prepare_cli, "record", record)
+        with pytest.raises(KeyboardInterrupt):
+            prepare(corpus, out)
+
+
+def test_a_killed_prepare_rerun_continues_where_it_stopped_and_writes_the_shards_of_an_uninterrupted_one(
+        tmp_path, monkeypatch):
+    import zoo.cli.prepare as prepare_cli
+
+    corpus = write_corpus(tmp_path / "corpus", files=14)  # train: 12 documents, val 1, test 1
+    straight = prepare(corpus, tmp_path / "straight")
+    out = tmp_path / "shards"
+    killed_prepare(corpus, out, monkeypatch, records=5)  # the first record, <eod>, then 3 batches of train
+    state = json.loads((out / "progress.json").read_text())
+    assert state["splits"]["train"]["documents"] == 6 and not (out / "meta.json").exists()
+    with open(out / "train.bin", "ab") as f:
+        f.write(b"\x07\x00" * 5)  # written after the last record, before the kill: cut off on resume
+    tokenized, real = [], prepare_cli.token_stream
+    monkeypatch.setattr(prepare_cli, "token_stream", lambda tok, docs, eod: tokenized.extend(docs) or real(tok, docs, eod))
+    prepare(corpus, out)
+    assert len(tokenized) == 6 + 1 + 1  # the rest of train, then val and test: nothing tokenized twice
+    for name in ("train.bin", "val.bin", "test.bin", "meta.json"):
+        assert (out / name).read_bytes() == (straight / name).read_bytes(), name
+    assert not (out / "progress.json").exists()
+
+
+def test_an_unfinished_prepare_rerun_with_another_tokenizer_or_a_changed_source_is_refused_in_one_line(
+        tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "corpus", files=8)
+    out = tmp_path / "shards"
+    killed_prepare(corpus, out, monkeypatch, records=3)
+    with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of other settings "
+                                         r"\(data.tokenizer=char there, bpe here\): rerun it with its settings"):
+        prepare(corpus, out, "data.tokenizer=bpe")
+    (corpus / "doc0.md").write_text("an edited document\n")
+    with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of data.source=.*corpus, whose "
+                                         r"files have changed since"):
+        prepare(corpus, out)
+
+
+def test_a_fine_tuning_tokenizer_of_another_vocabulary_is_refused_in_one_line(tmp_path):
+    from zoo.data.tokenizers import train_bpe
+
+    out = prepare(write_corpus(tmp_path / "corpus", files=6), tmp_path / "shards")
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    train_bpe([document(k) for k in range(6)], 90, tmp_path / "bpe.json", ["<|endoftext|>", "<unk>"]).tokenizer.save(
+        str(folder / "tokenizer.json"))
+    data = TokenShards("unused", "unused", 4, 32, source=str(out), tokenizer_from=str(folder))
+    vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
+    with pytest.raises(ValueError, match=rf"meta.json: its ids are of a {vocab}-token vocabulary, but the tokenizer "
+                                         rf"of .*pretrained has 90: prepare the shards with it"):
+        data.setup()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,14 @@ def source_files(source: str, key: str) -> list[Path]:
 
 
 def read_documents(source: str, key: str, column: str, cache_dir: Path) -> list[str]:
-    """The documents of ``source``: each plain text file's text, or each row's ``column``. The
-    files must be of one kind (plain text, or rows of one format); empty documents are left out,
-    and a source that leaves none is refused."""
+    """The documents of ``source`` in memory (:func:`iter_documents`)."""
+    return list(iter_documents(source, key, column, cache_dir))
+
+
+def iter_documents(source: str, key: str, column: str, cache_dir: Path) -> Iterator[str]:
+    """The documents of ``source``, one at a time (a corpus is never held whole): each plain text
+    file's text, or each row's ``column``. The files must be of one kind (plain text, or rows of one
+    format); empty documents are left out, and a source that leaves none is refused."""
     path = Path(source).expanduser()
     if is_saved_dataset(path):
         from datasets import load_from_disk
@@ -104,14 +110,41 @@ def read_documents(source: str, key: str, column: str, cache_dir: Path) -> list[
             examples = ", ".join(f"{f.name} ({kind})" for kind, f in kinds.items())
             raise ValueError(f"{key}={source} holds files of {len(kinds)} kinds ({examples}): point it at one "
                              f"kind, e.g. a glob such as {path / '**' / '*.jsonl'}")
-        documents = [doc for f in files for doc in file_documents(f, column, cache_dir)]
-    documents = [doc for doc in documents if doc]
-    if not documents:
+        documents = (doc for f in files for doc in file_documents(f, column, cache_dir))
+    any_text = False
+    for doc in documents:
+        if doc:
+            any_text = True
+            yield doc
+    if not any_text:
         raise ValueError(f"{key}={source} holds no text: every document in it is empty")
-    return documents
 
 
-def file_documents(path: Path, column: str, cache_dir: Path) -> list[str]:
+class Documents:
+    """The documents of a source as an iterable that reads the source again at each pass (so that
+    a tokenizer can learn from, and ``zoo prepare`` write, a corpus larger than memory): those at the
+    places (0-based, in the whole source) of ``keep`` (None: all) and not of ``leave_out``."""
+
+    def __init__(self, source: str, key: str, column: str, cache_dir: Path, keep: set[int] | None = None,
+                 leave_out: set[int] | None = None):
+        self.source, self.key, self.column, self.cache_dir = source, key, column, cache_dir
+        self.keep, self.leave_out = keep, leave_out or set()
+
+    def __iter__(self) -> Iterator[str]:
+        for i, doc in enumerate(iter_documents(self.source, self.key, self.column, self.cache_dir)):
+            if (self.keep is None or i in self.keep) and i not in self.leave_out:
+                yield doc
+
+    def count(self) -> int:
+        """How many documents one pass yields (a pass of its own: read, not kept)."""
+        return sum(1 for _ in self)
+
+    def picked(self, keep: set[int] | None = None, leave_out: set[int] | None = None) -> "Documents":
+        """These documents (places in the whole source) alone."""
+        return Documents(self.source, self.key, self.column, self.cache_dir, keep, leave_out)
+
+
+def file_documents(path: Path, column: str, cache_dir: Path) -> Iterable[str]:
     """The documents of one file: its text (plain text), or its rows' ``column``."""
     if path.suffix.lower() not in ROW_FORMATS:
         return [utf8_text(path.read_bytes(), path)]
@@ -139,36 +172,49 @@ def load_rows(path: Path, cache_dir: Path, options: dict[str, Any] | None = None
         raise ValueError(f"{path} could not be read as {suffix[1:]} rows: {reason}") from None
 
 
-def column_texts(rows, column: str, where: Path) -> list[str]:
-    """``rows[column]`` as a list of strings: a missing column is refused listing those there, a
-    record that is not text naming its number (1-based, the line of a JSONL file)."""
+def column_texts(rows, column: str, where: Path, batch: int = 1000) -> Iterator[str]:
+    """``rows[column]``, read ``batch`` rows at a time (an Arrow table is memory-mapped, not held): a
+    missing column is refused listing those there, a record that is not text naming its number
+    (1-based, the line of a JSONL file)."""
     if column not in rows.column_names:
         raise ValueError(f"{where} has no column {column!r} (data.column={column}): its columns are "
                          f"{rows.column_names}")
-    texts = list(rows[column])
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ValueError(f"{where} record {i + 1}: its {column!r} is {text!r}, not text "
-                             f"(data.column names the column of text)")
-    return texts
+    for start in range(0, len(rows), batch):
+        for i, text in enumerate(rows[start : start + batch][column], start):
+            if not isinstance(text, str):
+                raise ValueError(f"{where} record {i + 1}: its {column!r} is {text!r}, not text "
+                                 f"(data.column names the column of text)")
+            yield text
 
 
 # --- splits -----------------------------------------------------------------------------------
 
+def held_out(n: int, fractions: dict[str, float], seed: int) -> dict[str, list[int]] | None:
+    """The places (0-based, sorted) of the documents each held-out split of ``fractions`` takes of
+    ``n``: that fraction (at least one), drawn by ``seed``; None where that would leave no training
+    document (:func:`hold_out` then cuts by lines)."""
+    counts = {split: max(1, round(n * fraction)) for split, fraction in fractions.items()}
+    if n - sum(counts.values()) < 1:
+        return None
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    out, start = {}, 0
+    for split, count in counts.items():
+        out[split] = sorted(order[start : start + count])
+        start += count
+    return out
+
+
 def hold_out(documents: list[str], fractions: dict[str, float], seed: int, source: str) -> dict[str, list[str]]:
     """``documents`` split into train and the held-out splits of ``fractions`` (e.g. ``{"val": 0.1}``):
-    each held-out split takes that fraction of the documents (at least one), drawn by ``seed``, the
-    rest stay in file order. A source of too few documents for that is cut by its lines instead:
-    each document's first lines train, its next ``fractions`` of lines go to val and test in turn."""
+    each held-out split takes that fraction of the documents (at least one), drawn by ``seed``
+    (:func:`held_out`), the rest stay in file order. A source of too few documents for that is cut
+    by its lines instead: each document's first lines train, its next ``fractions`` of lines go to
+    val and test in turn."""
     n = len(documents)
-    counts = {split: max(1, round(n * fraction)) for split, fraction in fractions.items()}
-    if n - sum(counts.values()) >= 1:
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
-        out, start = {}, 0
-        for split, count in counts.items():
-            out[split] = [documents[i] for i in sorted(order[start : start + count])]
-            start += count
-        return {"train": [documents[i] for i in sorted(order[start:])], **out}
+    if (held := held_out(n, fractions, seed)) is not None:
+        taken = {i for places in held.values() for i in places}
+        return {"train": [doc for i, doc in enumerate(documents) if i not in taken],
+                **{split: [documents[i] for i in places] for split, places in held.items()}}
     rank_zero_info(f"data.source={source} holds {n} document(s), too few to hold out {sorted(fractions)} by "
                    f"document: each document's last lines are held out instead")
     out = {split: [] for split in ("train", *fractions)}
@@ -295,21 +341,39 @@ class TextData(ZooDataModule):
         self.eod_id: int | None = None
 
     def read(self) -> dict[str, list[str]]:
-        """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``."""
-        cache = self.cache_dir / "text"
-        documents = read_documents(self.source, "data.source", self.column, cache)
-        given = {split: read_documents(source, f"data.{split}", self.column, cache)
-                 for split, source in self.sources.items() if source}
-        missing = {split: self.fractions[split] for split in self.sources if split not in given}
-        split = hold_out(documents, missing, self.seed, self.source) if missing else {"train": documents}
-        return {name: split.get(name) or given[name] for name in SPLITS}
+        """Every split's documents in memory (:meth:`documents`)."""
+        return {split: list(docs) for split, docs in self.documents().items()}
 
-    def own_tokenizer(self, documents: dict[str, list[str]]) -> CharTokenizer | HFTokenizer:
+    def documents(self) -> dict[str, Iterable[str]]:
+        """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``
+        (:func:`hold_out`), each split an iterable that reads its source again at each pass
+        (:class:`Documents`; a first pass counts the source's documents for the draw). A source of too
+        few documents to hold out by document is cut by lines, in memory."""
+        cache = self.cache_dir / "text"
+        source = Documents(self.source, "data.source", self.column, cache)
+        given = {split: Documents(s, f"data.{split}", self.column, cache) for split, s in self.sources.items() if s}
+        missing = {split: self.fractions[split] for split in self.sources if split not in given}
+        if not missing:
+            return {"train": source, **given}
+        held = held_out(source.count(), missing, self.seed)
+        if held is None:
+            split = hold_out(list(source), missing, self.seed, self.source)
+            return {name: split.get(name) or given[name] for name in SPLITS}
+        taken = {i for places in held.values() for i in places}
+        return {"train": source.picked(leave_out=taken),
+                **{name: given[name] if name in given else source.picked(keep=set(held[name])) for name in SPLITS[1:]}}
+
+    def own_tokenizer(self, documents: dict[str, Iterable[str]]) -> CharTokenizer | HFTokenizer:
         """The tokenizer ``data.tokenizer`` names (trained ones learn from the training split only,
-        but ``char``'s alphabet is every split's: a character first seen in val would be unknown)."""
+        but ``char``'s alphabet is every split's: a character first seen in val would be unknown).
+        ``documents`` are read a document at a time (each split may be a :class:`Documents`)."""
         roles = ROLE_TOKENS[self.batch_type]
         if self.tokenizer_kind == "char":
-            return CharTokenizer.from_text("".join(d for docs in documents.values() for d in docs), roles)
+            alphabet: set[str] = set()
+            for docs in documents.values():
+                for doc in docs:
+                    alphabet.update(doc)
+            return CharTokenizer.from_text("".join(alphabet), roles)
         if self.tokenizer_kind not in TRAINED:
             return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
         train = documents["train"]

@@ -161,3 +161,20 @@ def test_a_fine_tuning_tokenizer_of_another_vocabulary_is_refused_in_one_line(tm
     with pytest.raises(ValueError, match=rf"meta.json: its ids are of a {vocab}-token vocabulary, but the tokenizer "
                                          rf"of .*pretrained has 90: prepare the shards with it"):
         data.setup()
+
+
+@pytest.mark.slow
+def test_on_two_ddp_processes_each_rank_reads_its_own_half_of_the_global_batch_of_one_process(tmp_path):
+    out = prepare(write_corpus(tmp_path / "corpus", files=10), tmp_path / "shards")
+    common = ["model=gpt", "data=tokens", f"data.source={out}", "model.sample_tokens=0", *TINY, "trainer.max_steps=4",
+              "trainer.val_check_interval=250", "test=false", "+callbacks.record._target_=tests.record_batches.RecordBatches"]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    run_train(single, tmp_path, *common, f"+callbacks.record.folder={single / 'batches'}")
+    run_train(ddp, tmp_path, *common, "trainer=ddp_cpu", "trainer.devices=2", f"+callbacks.record.folder={ddp / 'batches'}")
+    for step in range(4):
+        whole = torch.load(single / "batches" / f"rank0-step{step}.pt")
+        ranks = [torch.load(ddp / "batches" / f"rank{r}-step{step}.pt") for r in (0, 1)]
+        assert ranks[0].shape == ranks[1].shape == (4, 32)
+        assert not {tuple(row) for row in ranks[0].tolist()} & {tuple(row) for row in ranks[1].tolist()}, step
+        assert torch.equal(torch.cat(ranks), whole), step  # the two halves of the same global batch
+    assert train_losses(ddp) == pytest.approx(train_losses(single), rel=1e-4)

@@ -18,6 +18,7 @@ import glob
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.data import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
@@ -104,12 +106,7 @@ def iter_documents(source: str, key: str, column: str, cache_dir: Path) -> Itera
 
         documents = column_texts(load_from_disk(str(path)), column, path)
     else:
-        files = source_files(source, key)
-        kinds = {ROW_FORMATS.get(f.suffix.lower(), ("text", {}))[0]: f for f in files}
-        if len(kinds) > 1:
-            examples = ", ".join(f"{f.name} ({kind})" for kind, f in kinds.items())
-            raise ValueError(f"{key}={source} holds files of {len(kinds)} kinds ({examples}): point it at one "
-                             f"kind, e.g. a glob such as {path / '**' / '*.jsonl'}")
+        files = one_kind(source_files(source, key), source, key)
         documents = (doc for f in files for doc in file_documents(f, column, cache_dir))
     any_text = False
     for doc in documents:
@@ -118,6 +115,16 @@ def iter_documents(source: str, key: str, column: str, cache_dir: Path) -> Itera
             yield doc
     if not any_text:
         raise ValueError(f"{key}={source} holds no text: every document in it is empty")
+
+
+def one_kind(files: list[Path], source: str, key: str) -> list[Path]:
+    """``files``, checked to be of one kind (plain text, or rows of one format), else refused naming them."""
+    kinds = {ROW_FORMATS.get(f.suffix.lower(), ("text", {}))[0]: f for f in files}
+    if len(kinds) > 1:
+        examples = ", ".join(f"{f.name} ({kind})" for kind, f in kinds.items())
+        raise ValueError(f"{key}={source} holds files of {len(kinds)} kinds ({examples}): point it at one "
+                         f"kind, e.g. a glob such as {Path(source).expanduser() / '**' / '*.jsonl'}")
+    return files
 
 
 class Documents:
@@ -316,7 +323,8 @@ class TextData(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int, source: str | None = None,
                  column: str = "text", val: str | None = None, test: str | None = None, val_fraction: float = 0.1,
                  test_fraction: float = 0.1, tokenizer: str = "char", vocab_size: int = 8192, pack: bool = True,
-                 seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
+                 seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0, streaming: bool = False,
+                 tokenizer_docs: int = 10000):
         super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if not source:
             raise ValueError("data.source is not set: data=text reads your text from data.source=FILE, a folder or "
@@ -327,6 +335,12 @@ class TextData(ZooDataModule):
         if val_fraction + test_fraction >= 1:
             raise ValueError(f"data.val_fraction={val_fraction} + data.test_fraction={test_fraction} leave no "
                              f"training text: their sum must be below 1")
+        if streaming and tokenizer == "char" and not tokenizer_from:
+            raise ValueError("data.tokenizer=char with data.streaming=true: a stream's alphabet is not known before its "
+                             "end; use data.tokenizer=bpe or wordpiece (learnt from the first data.tokenizer_docs "
+                             "documents) or a tokenizer folder")
+        if not streaming and any(str(s or "").startswith("hf:") for s in (source, val, test)):
+            raise ValueError(f"data.source={source}: an hf: dataset is read as a stream: set data.streaming=true")
         if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
             raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
                              f"a tokenizer.json")
@@ -336,6 +350,7 @@ class TextData(ZooDataModule):
         self.fractions = {"val": val_fraction, "test": test_fraction}
         self.tokenizer_kind, self.vocab_size, self.pack = tokenizer, vocab_size, pack
         self.block_size, self.seed = block_size, seed
+        self.streaming, self.tokenizer_docs = streaming, tokenizer_docs
         self.splits: dict[str, Dataset] = {}
         self.streams: dict[str, tuple[Tensor, Tensor]] = {}  # each split's token stream and document bounds
         self.eod_id: int | None = None
@@ -402,6 +417,8 @@ class TextData(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        if self.streaming:
+            return self.setup_stream()
         documents = self.read()
         self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(documents))
         eod = self.role(END_OF_TEXT, "end-of-document")
@@ -429,6 +446,41 @@ class TextData(ZooDataModule):
             raise ValueError(f"data.source={self.source}: its training split makes {len(train or [])} windows of "
                              f"{self.block_size} tokens, fewer than one batch of data.batch_size={self.batch_size}: "
                              f"give more text, or a smaller batch or context")
+
+    def setup_stream(self) -> None:
+        """``data.streaming=true``: each split a :class:`zoo.data.streaming.StreamedWindows` (its module
+        docstring: the held-out draw, the tokenizer, the shares of ranks and workers)."""
+        from zoo.data.streaming import StreamedWindows, stream_rows
+
+        if self.batch_type is not TokenWindows or not self.pack:
+            raise ValueError(f"data.streaming=true packs a stream into windows for next-token language models: "
+                             f"{'a masked LM' if self.batch_type is not TokenWindows else 'data.pack=false'} is not "
+                             f"supported; set data.streaming=false")
+        cache = self.cache_dir / "text"
+        source, column = stream_rows(self.source, "train", "data.source", self.column, cache)
+        missing = {split: self.fractions[split] for split, s in self.sources.items() if not s}
+        rows = {"train": (source, column, self.source, missing)}
+        for split, s in self.sources.items():
+            rows[split] = ((*stream_rows(s, split, f"data.{split}", self.column, cache), s, {}) if s
+                           else (source, column, self.source, missing))
+
+        def windows(split: str, tokenizer=None, eod: int = 0) -> StreamedWindows:
+            data, column, where, fractions = rows[split]
+            return StreamedWindows(data, column, where, split, fractions, self.seed, tokenizer, eod, self.block_size)
+
+        first = list(islice(windows("train").documents(), self.tokenizer_docs))
+        self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer({"train": first}))
+        self.eod_id = self.role(END_OF_TEXT, "end-of-document")
+        self.dims = {"vocab_size": self.tokenizer.vocab_size}
+        self.splits = {split: windows(split, self.tokenizer, self.eod_id) for split in SPLITS}
+
+    def split_loader(self, split: str) -> StatefulDataLoader:
+        """A streamed split is read in the stream's order, each rank its share (:meth:`StreamedWindows.for_rank`)."""
+        if not self.streaming:
+            return super().split_loader(split)
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        return StatefulDataLoader(self.splits[split].for_rank(rank, world), batch_size=self.rank_batch_size,
+                                  num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def dataset(self, split: str) -> Dataset:
         return self.splits[split]

@@ -4,7 +4,6 @@ the same losses as one that ran through, and one-line refusals for shards that d
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_train
-from test_data_text import TINY, document, module, train_losses, write_corpus
+from test_data_text import TINY, document, killed_and_resumed, module, train_losses, write_corpus
 from zoo.cli.commands import call
 from zoo.data.tokens import TokenShards, shard_dtype
 
@@ -80,15 +79,7 @@ def test_gpt_trains_on_prepared_shards_and_a_killed_run_resumes_to_the_same_loss
     run_train(straight, tmp_path, *common)
     losses = train_losses(straight)
     assert losses[-1] < losses[0] - 0.3, losses
-    killed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
-                             "+callbacks.sigterm._target_=tests.sigterm_at.SigtermAt", "+callbacks.sigterm.step=11"],
-                            env=env, cwd=ROOT, capture_output=True, timeout=300)
-    assert killed.returncode == 143, killed.stderr[-3000:]
-    run_train(run, tmp_path, *common, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
-    with open(run / "metrics.csv") as f:
-        steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
-    assert steps == list(range(30))  # both segments, each step once
-    assert train_losses(run) == pytest.approx(losses, abs=1e-6)
+    assert killed_and_resumed(run, tmp_path, *common) == pytest.approx(losses, abs=1e-6)
 
 
 # --- a resumable, streaming prepare ---------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``data=text data.streaming=true``: a source read as a stream through ``datasets``
-(``load_dataset(..., streaming=True)``), for a corpus that does not fit on disk: ``hf:NAME[@config]``
-on the Hugging Face Hub, or local files. Nothing is read whole, counted or cached: documents are
+(``load_dataset(..., streaming=True)``: :func:`zoo.data.text.stream_rows`), for a corpus that does not
+fit on disk: ``hf:NAME[@config]`` on the Hugging Face Hub, or local files. Nothing is read whole, counted or cached: documents are
 tokenized as they arrive and packed into windows of ``block_size`` (next-token language models).
 
 What a stream cannot do as a file does, and how it is done instead:
@@ -21,40 +21,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 from torch.utils.data import IterableDataset
 
 from zoo.data.batches import TokenWindows
-from zoo.data.text import ROW_FORMATS, is_saved_dataset, one_kind, source_files
-
-HUB = "hf:"
-HUB_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # an hf: source's split for each of ours
-
-
-def stream_rows(source: str, split: str, key: str, column: str, cache_dir: Path):
-    """(``source``'s rows as a ``datasets.IterableDataset``, the column of text): an ``hf:NAME[@config]``
-    source's ``split`` (:data:`HUB_SPLITS`), or the rows of local files (plain text: each file one row)."""
-    import datasets
-
-    if source.startswith(HUB):
-        name, _, config = source[len(HUB):].partition("@")
-        if not name:
-            raise ValueError(f"{key}={source}: expected hf:NAME or hf:NAME@CONFIG (a Hugging Face Hub dataset)")
-        try:
-            return datasets.load_dataset(name, config or None, split=HUB_SPLITS[split], streaming=True), column
-        except Exception as err:  # offline, a wrong name or config: datasets' errors are long
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ValueError(f"{key}={source} could not be streamed from the Hugging Face Hub: {reason}") from None
-    if is_saved_dataset(Path(source).expanduser()):
-        raise ValueError(f"{key}={source} is a save_to_disk folder, read from disk as it is: set data.streaming=false")
-    files = one_kind(source_files(source, key), source, key)
-    builder, options = ROW_FORMATS.get(files[0].suffix.lower(), ("text", {"sample_by": "document"}))
-    rows = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", streaming=True,
-                                 cache_dir=str(cache_dir / "datasets"), **options)
-    return rows, column if builder != "text" else "text"
-
 
 def split_of(text: str, seed: int, fractions: dict[str, float]) -> str:
     """The split a streamed document belongs to: ``val`` / ``test`` with the probabilities of

@@ -32,6 +32,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
 from zoo.data.checks import utf8_text
+from zoo.data.streaming import StreamedWindows
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, first_token, present_ids, train_bpe
 from zoo.data.wikitext import END_OF_TEXT, PackedSequences, pack as cut_documents
 from zoo.data.windows import StreamWindows, Unpadded
@@ -194,6 +195,33 @@ def column_texts(rows, column: str, where: Path, batch: int = 1000) -> Iterator[
             yield text
 
 
+HUB = "hf:"
+HUB_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # an hf: source's split for each of ours
+
+
+def stream_rows(source: str, split: str, key: str, column: str, cache_dir: Path):
+    """(``source``'s rows as a ``datasets.IterableDataset``, the column of text): an ``hf:NAME[@config]``
+    source's ``split`` (:data:`HUB_SPLITS`), or the rows of local files (plain text: each file one row)."""
+    import datasets
+
+    if source.startswith(HUB):
+        name, _, config = source[len(HUB):].partition("@")
+        if not name:
+            raise ValueError(f"{key}={source}: expected hf:NAME or hf:NAME@CONFIG (a Hugging Face Hub dataset)")
+        try:
+            return datasets.load_dataset(name, config or None, split=HUB_SPLITS[split], streaming=True), column
+        except Exception as err:  # offline, a wrong name or config: datasets' errors are long
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{key}={source} could not be streamed from the Hugging Face Hub: {reason}") from None
+    if is_saved_dataset(Path(source).expanduser()):
+        raise ValueError(f"{key}={source} is a save_to_disk folder, read from disk as it is: set data.streaming=false")
+    files = one_kind(source_files(source, key), source, key)
+    builder, options = ROW_FORMATS.get(files[0].suffix.lower(), ("text", {"sample_by": "document"}))
+    rows = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", streaming=True,
+                                 cache_dir=str(cache_dir / "datasets"), **options)
+    return rows, column if builder != "text" else "text"
+
+
 # --- splits -----------------------------------------------------------------------------------
 
 def held_out(n: int, fractions: dict[str, float], seed: int) -> dict[str, list[int]] | None:
@@ -339,7 +367,7 @@ class TextData(ZooDataModule):
             raise ValueError("data.tokenizer=char with data.streaming=true: a stream's alphabet is not known before its "
                              "end; use data.tokenizer=bpe or wordpiece (learnt from the first data.tokenizer_docs "
                              "documents) or a tokenizer folder")
-        if not streaming and any(str(s or "").startswith("hf:") for s in (source, val, test)):
+        if not streaming and any(str(s or "").startswith(HUB) for s in (source, val, test)):
             raise ValueError(f"data.source={source}: an hf: dataset is read as a stream: set data.streaming=true")
         if tokenizer not in TRAINED and not Path(tokenizer).expanduser().is_dir():
             raise ValueError(f"data.tokenizer={tokenizer}: expected one of {', '.join(TRAINED)}, or a folder holding "
@@ -450,8 +478,6 @@ class TextData(ZooDataModule):
     def setup_stream(self) -> None:
         """``data.streaming=true``: each split a :class:`zoo.data.streaming.StreamedWindows` (its module
         docstring: the held-out draw, the tokenizer, the shares of ranks and workers)."""
-        from zoo.data.streaming import StreamedWindows, stream_rows
-
         if self.batch_type is not TokenWindows or not self.pack:
             raise ValueError(f"data.streaming=true packs a stream into windows for next-token language models: "
                              f"{'a masked LM' if self.batch_type is not TokenWindows else 'data.pack=false'} is not "

@@ -384,21 +384,22 @@ class TextData(ZooDataModule):
         self.eod_id: int | None = None
 
     def read(self) -> dict[str, list[str]]:
-        """Every split's documents in memory (:meth:`documents`)."""
-        return {split: list(docs) for split, docs in self.documents().items()}
+        """Every split's documents in memory, each source read once (:meth:`documents`)."""
+        return self.documents(lazy=False)
 
-    def documents(self) -> dict[str, Iterable[str]]:
+    def documents(self, lazy: bool = True) -> dict[str, Iterable[str]]:
         """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``
-        (:func:`hold_out`), each split an iterable that reads its source again at each pass
-        (:class:`Documents`; a first pass counts the source's documents for the draw). A source of too
-        few documents to hold out by document is cut by lines, in memory."""
+        (:func:`hold_out`). ``lazy``: each split an iterable that reads its source again at each pass
+        (:class:`Documents`; a first pass counts the source's documents for the draw; a source of too
+        few documents to hold out by document is cut by lines, in memory); else lists."""
         cache = self.cache_dir / "text"
-        source = Documents(self.source, "data.source", self.column, cache)
-        given = {split: Documents(s, f"data.{split}", self.column, cache) for split, s in self.sources.items() if s}
+        read = Documents if lazy else read_documents
+        source = read(self.source, "data.source", self.column, cache)
+        given = {split: read(s, f"data.{split}", self.column, cache) for split, s in self.sources.items() if s}
         missing = {split: self.fractions[split] for split in self.sources if split not in given}
         if not missing:
             return {"train": source, **given}
-        held = held_out(source.count(), missing, self.seed)
+        held = held_out(source.count(), missing, self.seed) if lazy else None
         if held is None:
             split = hold_out(list(source), missing, self.seed, self.source)
             return {name: split.get(name) or given[name] for name in SPLITS}

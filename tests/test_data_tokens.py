@@ -133,6 +133,8 @@ def test_an_unfinished_prepare_rerun_with_another_tokenizer_or_a_changed_source_
     with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of other settings "
                                          r"\(data.tokenizer=char there, bpe here\): rerun it with its settings"):
         prepare(corpus, out, "data.tokenizer=bpe")
+    with pytest.raises(ValueError, match=r"^zoo prepare reads files, not a stream: set data.streaming=false"):
+        prepare(corpus, out, "data.streaming=true", "data.tokenizer=bpe")
     (corpus / "doc0.md").write_text("an edited document\n")
     with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of data.source=.*corpus, whose "
                                          r"files have changed since"):

@@ -46,6 +46,8 @@ def main(cfg: DictConfig) -> Path:
     data = hydra.utils.instantiate(cfg.data)
     if not isinstance(data, TextData):
         raise ValueError(f"zoo prepare reads data=text (data._target_ is {cfg.data._target_})")
+    if data.streaming:
+        raise ValueError("zoo prepare reads files, not a stream: set data.streaming=false (and a local data.source)")
     data.serve(TokenWindows)
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     settings = {key: data_cfg.get(key) for key in SETTINGS}

@@ -9,7 +9,8 @@ Validation and test always read whole documents, window by window, each token pr
 that their loss over a split is the split's (and bits per byte are defined: :class:`DocumentWindows`).
 
 Nothing is written next to the data: ``datasets``' Arrow files and the trained tokenizers live
-under ``paths.cache_dir``.
+under ``paths.cache_dir``. ``data.streaming=true`` reads the source as a stream instead
+(``hf:NAME[@config]`` on the Hub, or local files: :mod:`zoo.data.streaming`).
 """
 
 from __future__ import annotations

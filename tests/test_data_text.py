@@ -8,12 +8,15 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import run_train
+from conftest import ROOT, run_train
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
 from zoo.data.text import DocumentWindows, TextData, hold_out, read_documents
 
@@ -212,6 +215,21 @@ TINY = ["trainer=cpu", "trainer.max_steps=30", "trainer.val_check_interval=15", 
 def train_losses(run: Path) -> list[float]:
     with open(run / "metrics.csv") as f:
         return [float(row["train/loss"]) for row in csv.DictReader(f) if row.get("train/loss")]
+
+
+def killed_and_resumed(run: Path, data_dir: Path, *overrides: str, steps: int = 30) -> list[float]:
+    """The train losses of ``python train.py *overrides`` sent SIGTERM after step 11 (as a cluster
+    would), then resumed from its last.ckpt into the same folder; each of ``steps`` logged once."""
+    env = dict(os.environ, ZOO_DATA_DIR=str(data_dir), ZOO_CACHE_DIR=str(run.parent / "cache"))
+    killed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *overrides,
+                             "+callbacks.sigterm._target_=tests.sigterm_at.SigtermAt", "+callbacks.sigterm.step=11"],
+                            env=env, cwd=ROOT, capture_output=True, timeout=300)
+    assert killed.returncode == 143, killed.stderr[-3000:]
+    run_train(run, data_dir, *overrides, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
+    with open(run / "metrics.csv") as f:
+        logged = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
+    assert logged == list(range(steps))  # both segments, each step once
+    return train_losses(run)
 
 
 def final_test_metrics(run: Path) -> dict[str, float]:

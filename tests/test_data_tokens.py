@@ -4,7 +4,6 @@ the same losses as one that ran through, and one-line refusals for shards that d
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_train
-from test_data_text import TINY, module, train_losses, write_corpus
+from test_data_text import TINY, document, killed_and_resumed, module, train_losses, write_corpus
 from zoo.cli.commands import call
 from zoo.data.tokens import TokenShards, shard_dtype
 
@@ -80,12 +79,95 @@ def test_gpt_trains_on_prepared_shards_and_a_killed_run_resumes_to_the_same_loss
     run_train(straight, tmp_path, *common)
     losses = train_losses(straight)
     assert losses[-1] < losses[0] - 0.3, losses
-    killed = subprocess.run([sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run}", *common,
-                             "+callbacks.sigterm._target_=tests.sigterm_at.SigtermAt", "+callbacks.sigterm.step=11"],
-                            env=env, cwd=ROOT, capture_output=True, timeout=300)
-    assert killed.returncode == 143, killed.stderr[-3000:]
-    run_train(run, tmp_path, *common, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
-    with open(run / "metrics.csv") as f:
-        steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
-    assert steps == list(range(30))  # both segments, each step once
-    assert train_losses(run) == pytest.approx(losses, abs=1e-6)
+    assert killed_and_resumed(run, tmp_path, *common) == pytest.approx(losses, abs=1e-6)
+
+
+# --- a resumable, streaming prepare ---------------------------------------------------------------
+
+def killed_prepare(corpus: Path, out: Path, monkeypatch, records: int) -> None:
+    """A prepare of ``corpus`` into ``out`` killed once it has recorded its progress ``records`` times
+    (2 documents a batch), as a kill between two batches leaves it."""
+    import zoo.cli.prepare as prepare_cli
+
+    real, calls = prepare_cli.record, []
+
+    def record(folder: Path, state: dict) -> None:
+        real(folder, state)
+        calls.append(1)
+        if len(calls) == records:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(prepare_cli, "BATCH", 2)
+        patch.setattr(prepare_cli, "record", record)
+        with pytest.raises(KeyboardInterrupt):
+            prepare(corpus, out)
+
+
+def test_a_killed_prepare_rerun_continues_where_it_stopped_and_writes_the_shards_of_an_uninterrupted_one(
+        tmp_path, monkeypatch):
+    import zoo.cli.prepare as prepare_cli
+
+    corpus = write_corpus(tmp_path / "corpus", files=14)  # train: 12 documents, val 1, test 1
+    straight = prepare(corpus, tmp_path / "straight")
+    out = tmp_path / "shards"
+    killed_prepare(corpus, out, monkeypatch, records=5)  # the first record, <eod>, then 3 batches of train
+    state = json.loads((out / "progress.json").read_text())
+    assert state["splits"]["train"]["documents"] == 6 and not (out / "meta.json").exists()
+    with open(out / "train.bin", "ab") as f:
+        f.write(b"\x07\x00" * 5)  # written after the last record, before the kill: cut off on resume
+    tokenized, real = [], prepare_cli.token_stream
+    monkeypatch.setattr(prepare_cli, "token_stream", lambda tok, docs, eod: tokenized.extend(docs) or real(tok, docs, eod))
+    prepare(corpus, out)
+    assert len(tokenized) == 6 + 1 + 1  # the rest of train, then val and test: nothing tokenized twice
+    for name in ("train.bin", "val.bin", "test.bin", "meta.json"):
+        assert (out / name).read_bytes() == (straight / name).read_bytes(), name
+    assert not (out / "progress.json").exists()
+
+
+def test_an_unfinished_prepare_rerun_with_another_tokenizer_or_a_changed_source_is_refused_in_one_line(
+        tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "corpus", files=8)
+    out = tmp_path / "shards"
+    killed_prepare(corpus, out, monkeypatch, records=3)
+    with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of other settings "
+                                         r"\(data.tokenizer=char there, bpe here\): rerun it with its settings"):
+        prepare(corpus, out, "data.tokenizer=bpe")
+    with pytest.raises(ValueError, match=r"^zoo prepare reads files, not a stream: set data.streaming=false"):
+        prepare(corpus, out, "data.streaming=true", "data.tokenizer=bpe")
+    (corpus / "doc0.md").write_text("an edited document\n")
+    with pytest.raises(ValueError, match=r"^out=.*shards holds an unfinished prepare of data.source=.*corpus, whose "
+                                         r"files have changed since"):
+        prepare(corpus, out)
+
+
+def test_a_fine_tuning_tokenizer_of_another_vocabulary_is_refused_in_one_line(tmp_path):
+    from zoo.data.tokenizers import train_bpe
+
+    out = prepare(write_corpus(tmp_path / "corpus", files=6), tmp_path / "shards")
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    train_bpe([document(k) for k in range(6)], 90, tmp_path / "bpe.json", ["<|endoftext|>", "<unk>"]).tokenizer.save(
+        str(folder / "tokenizer.json"))
+    data = TokenShards("unused", "unused", 4, 32, source=str(out), tokenizer_from=str(folder))
+    vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
+    with pytest.raises(ValueError, match=rf"meta.json: its ids are of a {vocab}-token vocabulary, but the tokenizer "
+                                         rf"of .*pretrained has 90: prepare the shards with it"):
+        data.setup()
+
+
+@pytest.mark.slow
+def test_on_two_ddp_processes_each_rank_reads_its_own_half_of_the_global_batch_of_one_process(tmp_path):
+    out = prepare(write_corpus(tmp_path / "corpus", files=10), tmp_path / "shards")
+    common = ["model=gpt", "data=tokens", f"data.source={out}", "model.sample_tokens=0", *TINY, "trainer.max_steps=4",
+              "trainer.val_check_interval=250", "test=false", "+callbacks.record._target_=tests.record_batches.RecordBatches"]
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    run_train(single, tmp_path, *common, f"+callbacks.record.folder={single / 'batches'}")
+    run_train(ddp, tmp_path, *common, "trainer=ddp_cpu", "trainer.devices=2", f"+callbacks.record.folder={ddp / 'batches'}")
+    for step in range(4):
+        whole = torch.load(single / "batches" / f"rank0-step{step}.pt")
+        ranks = [torch.load(ddp / "batches" / f"rank{r}-step{step}.pt") for r in (0, 1)]
+        assert ranks[0].shape == ranks[1].shape == (4, 32)
+        assert not {tuple(row) for row in ranks[0].tolist()} & {tuple(row) for row in ranks[1].tolist()}, step
+        assert torch.equal(torch.cat(ranks), whole), step  # the two halves of the same global batch
+    assert train_losses(ddp) == pytest.approx(train_losses(single), rel=1e-4)

@@ -38,17 +38,19 @@ class GlobalOrder(Sampler):
         """Global steps per epoch (the same on every rank and for every number of ranks)."""
         return -(-self.epoch_size // self.step_size)
 
-    def _order(self, epoch: int) -> list[int]:
+    def _order(self, epoch: int) -> torch.Tensor:
+        """Epoch ``epoch``'s items, a tensor (8 bytes an item; a Python list of a large corpus's windows
+        would take ~5 times that, benchmarks/data.py)."""
         if not self.shuffle:
-            return list(range(self.size))
-        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
+            return torch.arange(self.size)
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed + epoch))
 
     def __iter__(self) -> Iterator[list[int] | int]:
         """The rest of the epoch that ``position`` lies in."""
         epoch, offset = divmod(self.position, self.epoch_size)
         order = self._order(epoch)
         for start in range(offset, self.epoch_size, self.step_size):
-            items = order[start : min(start + self.step_size, self.epoch_size)]
+            items = order[start : min(start + self.step_size, self.epoch_size)].tolist()
             self.position = epoch * self.epoch_size + start + len(items)
             share = -(-len(items) // self.world_size)
             items = (items * self.world_size)[: share * self.world_size]

@@ -9,7 +9,8 @@ Validation and test always read whole documents, window by window, each token pr
 that their loss over a split is the split's (and bits per byte are defined: :class:`DocumentWindows`).
 
 Nothing is written next to the data: ``datasets``' Arrow files and the trained tokenizers live
-under ``paths.cache_dir``.
+under ``paths.cache_dir``. ``data.streaming=true`` reads the source as a stream instead
+(``hf:NAME[@config]`` on the Hub, or local files: :mod:`zoo.data.streaming`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +28,12 @@ from lightning.pytorch.utilities import rank_zero_info
 from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.data import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, PaddedTokens, TokenWindows
 from zoo.data.checks import held_out_fractions, utf8_text
+from zoo.data.streaming import StreamedWindows
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, first_token, present_ids, train_bpe
 from zoo.data.wikitext import END_OF_TEXT, PackedSequences, pack as cut_documents
 from zoo.data.windows import StreamWindows, Unpadded
@@ -89,29 +94,66 @@ def source_files(source: str, key: str) -> list[Path]:
 
 
 def read_documents(source: str, key: str, column: str, cache_dir: Path) -> list[str]:
-    """The documents of ``source``: each plain text file's text, or each row's ``column``. The
-    files must be of one kind (plain text, or rows of one format); empty documents are left out,
-    and a source that leaves none is refused."""
+    """The documents of ``source`` in memory (:func:`iter_documents`)."""
+    return list(iter_documents(source, key, column, cache_dir))
+
+
+def iter_documents(source: str, key: str, column: str, cache_dir: Path) -> Iterator[str]:
+    """The documents of ``source``, one at a time (a corpus is never held whole): each plain text
+    file's text, or each row's ``column``. The files must be of one kind (plain text, or rows of one
+    format); empty documents are left out, and a source that leaves none is refused."""
     path = Path(source).expanduser()
     if is_saved_dataset(path):
         from datasets import load_from_disk
 
         documents = column_texts(load_from_disk(str(path)), column, path)
     else:
-        files = source_files(source, key)
-        kinds = {ROW_FORMATS.get(f.suffix.lower(), ("text", {}))[0]: f for f in files}
-        if len(kinds) > 1:
-            examples = ", ".join(f"{f.name} ({kind})" for kind, f in kinds.items())
-            raise ValueError(f"{key}={source} holds files of {len(kinds)} kinds ({examples}): point it at one "
-                             f"kind, e.g. a glob such as {path / '**' / '*.jsonl'}")
-        documents = [doc for f in files for doc in file_documents(f, column, cache_dir)]
-    documents = [doc for doc in documents if doc]
-    if not documents:
+        files = one_kind(source_files(source, key), source, key)
+        documents = (doc for f in files for doc in file_documents(f, column, cache_dir))
+    any_text = False
+    for doc in documents:
+        if doc:
+            any_text = True
+            yield doc
+    if not any_text:
         raise ValueError(f"{key}={source} holds no text: every document in it is empty")
-    return documents
 
 
-def file_documents(path: Path, column: str, cache_dir: Path) -> list[str]:
+def one_kind(files: list[Path], source: str, key: str) -> list[Path]:
+    """``files``, checked to be of one kind (plain text, or rows of one format), else refused naming them."""
+    kinds = {ROW_FORMATS.get(f.suffix.lower(), ("text", {}))[0]: f for f in files}
+    if len(kinds) > 1:
+        examples = ", ".join(f"{f.name} ({kind})" for kind, f in kinds.items())
+        raise ValueError(f"{key}={source} holds files of {len(kinds)} kinds ({examples}): point it at one "
+                         f"kind, e.g. a glob such as {Path(source).expanduser() / '**' / '*.jsonl'}")
+    return files
+
+
+class Documents:
+    """The documents of a source as an iterable that reads the source again at each pass (so that
+    a tokenizer can learn from, and ``zoo prepare`` write, a corpus larger than memory): those at the
+    places (0-based, in the whole source) of ``keep`` (None: all) and not of ``leave_out``."""
+
+    def __init__(self, source: str, key: str, column: str, cache_dir: Path, keep: set[int] | None = None,
+                 leave_out: set[int] | None = None):
+        self.source, self.key, self.column, self.cache_dir = source, key, column, cache_dir
+        self.keep, self.leave_out = keep, leave_out or set()
+
+    def __iter__(self) -> Iterator[str]:
+        for i, doc in enumerate(iter_documents(self.source, self.key, self.column, self.cache_dir)):
+            if (self.keep is None or i in self.keep) and i not in self.leave_out:
+                yield doc
+
+    def count(self) -> int:
+        """How many documents one pass yields (a pass of its own: read, not kept)."""
+        return sum(1 for _ in self)
+
+    def picked(self, keep: set[int] | None = None, leave_out: set[int] | None = None) -> "Documents":
+        """These documents (places in the whole source) alone."""
+        return Documents(self.source, self.key, self.column, self.cache_dir, keep, leave_out)
+
+
+def file_documents(path: Path, column: str, cache_dir: Path) -> Iterable[str]:
     """The documents of one file: its text (plain text), or its rows' ``column``."""
     if path.suffix.lower() not in ROW_FORMATS:
         return [utf8_text(path.read_bytes(), path)]
@@ -147,36 +189,75 @@ def require_columns(rows, columns: dict[str, str], where: Path) -> None:
                              f"{rows.column_names}")
 
 
-def column_texts(rows, column: str, where: Path) -> list[str]:
-    """``rows[column]`` as a list of strings: a missing column is refused listing those there, a
-    record that is not text naming its number (1-based, the line of a JSONL file)."""
+def column_texts(rows, column: str, where: Path, batch: int = 1000) -> Iterator[str]:
+    """``rows[column]``, read ``batch`` rows at a time (an Arrow table is memory-mapped, not held): a
+    missing column is refused listing those there, a record that is not text naming its number
+    (1-based, the line of a JSONL file)."""
     require_columns(rows, {"data.column": column}, where)
-    texts = list(rows[column])
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ValueError(f"{where} record {i + 1}: its {column!r} is {text!r}, not text "
-                             f"(data.column names the column of text)")
-    return texts
+    for start in range(0, len(rows), batch):
+        for i, text in enumerate(rows[start : start + batch][column], start):
+            if not isinstance(text, str):
+                raise ValueError(f"{where} record {i + 1}: its {column!r} is {text!r}, not text "
+                                 f"(data.column names the column of text)")
+            yield text
+
+
+HUB = "hf:"
+HUB_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # an hf: source's split for each of ours
+
+
+def stream_rows(source: str, split: str, key: str, column: str, cache_dir: Path):
+    """(``source``'s rows as a ``datasets.IterableDataset``, the column of text): an ``hf:NAME[@config]``
+    source's ``split`` (:data:`HUB_SPLITS`), or the rows of local files (plain text: each file one row)."""
+    import datasets
+
+    if source.startswith(HUB):
+        name, _, config = source[len(HUB):].partition("@")
+        if not name:
+            raise ValueError(f"{key}={source}: expected hf:NAME or hf:NAME@CONFIG (a Hugging Face Hub dataset)")
+        try:
+            return datasets.load_dataset(name, config or None, split=HUB_SPLITS[split], streaming=True), column
+        except Exception as err:  # offline, a wrong name or config: datasets' errors are long
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{key}={source} could not be streamed from the Hugging Face Hub: {reason}") from None
+    if is_saved_dataset(Path(source).expanduser()):
+        raise ValueError(f"{key}={source} is a save_to_disk folder, read from disk as it is: set data.streaming=false")
+    files = one_kind(source_files(source, key), source, key)
+    builder, options = ROW_FORMATS.get(files[0].suffix.lower(), ("text", {"sample_by": "document"}))
+    rows = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", streaming=True,
+                                 cache_dir=str(cache_dir / "datasets"), **options)
+    return rows, column if builder != "text" else "text"
 
 
 # --- splits -----------------------------------------------------------------------------------
 
+def held_out(n: int, fractions: dict[str, float], seed: int) -> dict[str, list[int]] | None:
+    """The places (0-based, sorted) of the documents each held-out split of ``fractions`` takes of
+    ``n``: that fraction (at least one), drawn by ``seed``; None where that would leave no training
+    document (:func:`hold_out` then cuts by lines)."""
+    counts = {split: max(1, round(n * fraction)) for split, fraction in fractions.items()}
+    if n - sum(counts.values()) < 1:
+        return None
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    out, start = {}, 0
+    for split, count in counts.items():
+        out[split] = sorted(order[start : start + count])
+        start += count
+    return out
+
+
 def hold_out(documents: list, fractions: dict[str, float], seed: int, source: str,
              by_lines: bool = True) -> dict[str, list]:
     """``documents`` split into train and the held-out splits of ``fractions`` (e.g. ``{"val": 0.1}``):
-    each held-out split takes that fraction of the documents (at least one), drawn by ``seed``, the
-    rest stay in file order. A source of too few documents for that is cut by its lines instead:
-    each document's first lines train, its next ``fractions`` of lines go to val and test in turn;
-    ``by_lines=False`` (records that cannot be cut, e.g. text pairs): it is refused."""
+    each held-out split takes that fraction of the documents (at least one), drawn by ``seed``
+    (:func:`held_out`), the rest stay in file order. A source of too few documents for that is cut
+    by its lines instead: each document's first lines train, its next ``fractions`` of lines go to
+    val and test in turn; ``by_lines=False`` (records that cannot be cut, e.g. text pairs): it is refused."""
     n = len(documents)
-    counts = {split: max(1, round(n * fraction)) for split, fraction in fractions.items()}
-    if n - sum(counts.values()) >= 1:
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
-        out, start = {}, 0
-        for split, count in counts.items():
-            out[split] = [documents[i] for i in sorted(order[start : start + count])]
-            start += count
-        return {"train": [documents[i] for i in sorted(order[start:])], **out}
+    if (held := held_out(n, fractions, seed)) is not None:
+        taken = {i for places in held.values() for i in places}
+        return {"train": [doc for i, doc in enumerate(documents) if i not in taken],
+                **{split: [documents[i] for i in places] for split, places in held.items()}}
     if not by_lines:
         raise ValueError(f"data.source={source} holds {n} record(s), too few to hold out {sorted(fractions)} and "
                          f"train on the rest: give more, or data.val= and data.test= sources")
@@ -208,19 +289,24 @@ def tokenizer_choice(tokenizer: str) -> str:
     return tokenizer
 
 
-def named_tokenizer(kind: str, texts: dict[str, list[str]], vocab_size: int, roles: tuple[str, ...],
+def named_tokenizer(kind: str, texts: dict[str, Iterable[str]], vocab_size: int, roles: tuple[str, ...],
                     cache: Path) -> CharTokenizer | HFTokenizer:
     """The tokenizer ``data.tokenizer=kind`` names, ``roles`` (special tokens) first: ``char`` (an
     alphabet of every split's ``texts``: a character first seen in val would be unknown), a folder's,
-    or ``bpe`` / ``wordpiece`` learnt from the training split alone (:func:`learnt_tokenizer`)."""
+    or ``bpe`` / ``wordpiece`` learnt from the training split alone (:func:`learnt_tokenizer`).
+    ``texts`` are read a text at a time (a split may be a :class:`Documents`, read again at each pass)."""
     if kind == "char":
-        return CharTokenizer.from_text("".join(t for split in texts.values() for t in split), roles)
+        alphabet: set[str] = set()
+        for split in texts.values():
+            for text in split:
+                alphabet.update(text)
+        return CharTokenizer.from_text("".join(alphabet), roles)
     if kind not in TRAINED:
         return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
     return learnt_tokenizer(kind, texts["train"], vocab_size, roles, cache)
 
 
-def learnt_tokenizer(kind: str, texts: list[str], vocab_size: int, roles: tuple[str, ...], cache: Path) -> HFTokenizer:
+def learnt_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, roles: tuple[str, ...], cache: Path) -> HFTokenizer:
     """``bpe`` or ``wordpiece`` with ``vocab_size`` entries learnt from ``texts``, cached in folder
     ``cache`` in a file named by the SHA-256 of the texts and the settings: an edited file is a new
     tokenizer, never a stale one."""
@@ -324,33 +410,55 @@ class TextData(ZooDataModule):
     def __init__(self, data_dir: str, cache_dir: str, batch_size: int, block_size: int, source: str | None = None,
                  column: str = "text", val: str | None = None, test: str | None = None, val_fraction: float = 0.1,
                  test_fraction: float = 0.1, tokenizer: str = "char", vocab_size: int = 8192, pack: bool = True,
-                 seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0):
+                 seed: int = 1337, tokenizer_from: str | None = None, num_workers: int = 0, streaming: bool = False,
+                 tokenizer_docs: int = 10000):
         super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if not source:
             raise ValueError("data.source is not set: data=text reads your text from data.source=FILE, a folder or "
                              "a glob (plain text, or .jsonl / .csv / .tsv / .parquet rows with data.column=)")
         self.fractions = held_out_fractions(val_fraction, test_fraction)
         self.tokenizer_kind = tokenizer_choice(tokenizer)
+        if streaming and tokenizer == "char" and not tokenizer_from:
+            raise ValueError("data.tokenizer=char with data.streaming=true: a stream's alphabet is not known before its "
+                             "end; use data.tokenizer=bpe or wordpiece (learnt from the first data.tokenizer_docs "
+                             "documents) or a tokenizer folder")
+        if not streaming and any(str(s or "").startswith(HUB) for s in (source, val, test)):
+            raise ValueError(f"data.source={source}: an hf: dataset is read as a stream: set data.streaming=true")
         self.source = locate(str(source), self.data_dir)
         self.column, self.sources = column, {split: locate(str(s), self.data_dir) if s else None
                                              for split, s in (("val", val), ("test", test))}
         self.vocab_size, self.pack = vocab_size, pack
         self.block_size, self.seed = block_size, seed
+        self.streaming, self.tokenizer_docs = streaming, tokenizer_docs
         self.splits: dict[str, Dataset] = {}
         self.streams: dict[str, tuple[Tensor, Tensor]] = {}  # each split's token stream and document bounds
         self.eod_id: int | None = None
 
     def read(self) -> dict[str, list[str]]:
-        """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``."""
-        cache = self.cache_dir / "text"
-        documents = read_documents(self.source, "data.source", self.column, cache)
-        given = {split: read_documents(source, f"data.{split}", self.column, cache)
-                 for split, source in self.sources.items() if source}
-        missing = {split: self.fractions[split] for split in self.sources if split not in given}
-        split = hold_out(documents, missing, self.seed, self.source) if missing else {"train": documents}
-        return {name: split.get(name) or given[name] for name in SPLITS}
+        """Every split's documents in memory, each source read once (:meth:`documents`)."""
+        return self.documents(lazy=False)
 
-    def own_tokenizer(self, documents: dict[str, list[str]]) -> CharTokenizer | HFTokenizer:
+    def documents(self, lazy: bool = True) -> dict[str, Iterable[str]]:
+        """Every split's documents: those of ``data.val`` / ``data.test``, or held out of ``data.source``
+        (:func:`hold_out`). ``lazy``: each split an iterable that reads its source again at each pass
+        (:class:`Documents`; a first pass counts the source's documents for the draw; a source of too
+        few documents to hold out by document is cut by lines, in memory); else lists."""
+        cache = self.cache_dir / "text"
+        read = Documents if lazy else read_documents
+        source = read(self.source, "data.source", self.column, cache)
+        given = {split: read(s, f"data.{split}", self.column, cache) for split, s in self.sources.items() if s}
+        missing = {split: self.fractions[split] for split in self.sources if split not in given}
+        if not missing:
+            return {"train": source, **given}
+        held = held_out(source.count(), missing, self.seed) if lazy else None
+        if held is None:
+            split = hold_out(list(source), missing, self.seed, self.source)
+            return {name: split.get(name) or given[name] for name in SPLITS}
+        taken = {i for places in held.values() for i in places}
+        return {"train": source.picked(leave_out=taken),
+                **{name: given[name] if name in given else source.picked(keep=set(held[name])) for name in SPLITS[1:]}}
+
+    def own_tokenizer(self, documents: dict[str, Iterable[str]]) -> CharTokenizer | HFTokenizer:
         """The tokenizer ``data.tokenizer`` names (:func:`named_tokenizer`), with the roles the batch type needs."""
         return named_tokenizer(self.tokenizer_kind, documents, self.vocab_size, ROLE_TOKENS[self.batch_type],
                                self.cache_dir / "text")
@@ -363,6 +471,8 @@ class TextData(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        if self.streaming:
+            return self.setup_stream()
         documents = self.read()
         self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(documents))
         eod = self.role(END_OF_TEXT, "end-of-document")
@@ -390,6 +500,39 @@ class TextData(ZooDataModule):
             raise ValueError(f"data.source={self.source}: its training split makes {len(train or [])} windows of "
                              f"{self.block_size} tokens, fewer than one batch of data.batch_size={self.batch_size}: "
                              f"give more text, or a smaller batch or context")
+
+    def setup_stream(self) -> None:
+        """``data.streaming=true``: each split a :class:`zoo.data.streaming.StreamedWindows` (its module
+        docstring: the held-out draw, the tokenizer, the shares of ranks and workers)."""
+        if self.batch_type is not TokenWindows or not self.pack:
+            raise ValueError(f"data.streaming=true packs a stream into windows for next-token language models: "
+                             f"{'a masked LM' if self.batch_type is not TokenWindows else 'data.pack=false'} is not "
+                             f"supported; set data.streaming=false")
+        cache = self.cache_dir / "text"
+        source, column = stream_rows(self.source, "train", "data.source", self.column, cache)
+        missing = {split: self.fractions[split] for split, s in self.sources.items() if not s}
+        rows = {"train": (source, column, self.source, missing)}
+        for split, s in self.sources.items():
+            rows[split] = ((*stream_rows(s, split, f"data.{split}", self.column, cache), s, {}) if s
+                           else (source, column, self.source, missing))
+
+        def windows(split: str, tokenizer=None, eod: int = 0) -> StreamedWindows:
+            data, column, where, fractions = rows[split]
+            return StreamedWindows(data, column, where, split, fractions, self.seed, tokenizer, eod, self.block_size)
+
+        first = list(islice(windows("train").documents(), self.tokenizer_docs))
+        self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer({"train": first}))
+        self.eod_id = self.role(END_OF_TEXT, "end-of-document")
+        self.dims = {"vocab_size": self.tokenizer.vocab_size}
+        self.splits = {split: windows(split, self.tokenizer, self.eod_id) for split in SPLITS}
+
+    def split_loader(self, split: str) -> StatefulDataLoader:
+        """A streamed split is read in the stream's order, each rank its share (:meth:`StreamedWindows.for_rank`)."""
+        if not self.streaming:
+            return super().split_loader(split)
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        return StatefulDataLoader(self.splits[split].for_rank(rank, world), batch_size=self.rank_batch_size,
+                                  num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def dataset(self, split: str) -> Dataset:
         return self.splits[split]

@@ -156,6 +156,20 @@ def test_a_fine_tuning_tokenizer_of_another_vocabulary_is_refused_in_one_line(tm
         data.setup()
 
 
+def test_a_model_vocabulary_smaller_than_the_shards_is_refused_in_one_line(tmp_path):
+    """An override of the model's table below the shards' vocabulary stopped training with an
+    IndexError at the first id past it."""
+    from zoo.config import compose_config
+    from zoo.train.run import build
+
+    out = prepare(write_corpus(tmp_path / "corpus", files=6), tmp_path / "shards")
+    vocab = json.loads((out / "meta.json").read_text())["vocab_size"]
+    cfg = compose_config(["model=gpt", "data=tokens", f"data.source={out}", *TINY, "model.net.embedder.vocab_size=5"])
+    with pytest.raises(ValueError, match=rf"model.net.embedder.vocab_size=5 is smaller than the data's vocabulary of "
+                                         rf"{vocab} ids \(data=\?: its tokenizer or token shards\)"):
+        build(cfg)
+
+
 @pytest.mark.slow
 def test_on_two_ddp_processes_each_rank_reads_its_own_half_of_the_global_batch_of_one_process(tmp_path):
     out = prepare(write_corpus(tmp_path / "corpus", files=10), tmp_path / "shards")

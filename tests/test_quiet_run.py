@@ -84,3 +84,6 @@ def test_the_default_sample_prompt_follows_the_tokenizer() -> None:
     words = HFTokenizer.train_wordpiece(["the cat sat on the mat"] * 4, 60, SPECIAL_TOKENS)
     assert words.encode("\n") == [] and sample_prompt_ids(words, None) == [words.token_id("[SEP]")]
     assert sample_prompt_ids(words, "the cat") == words.encode("the cat")
+    # characters of a text without a newline (data=text on one-line documents): its end of text
+    flat = CharTokenizer("".join(sorted(set("the cat sat"))), ["<|endoftext|>"])
+    assert sample_prompt_ids(flat, None) == [flat.token_id("<|endoftext|>")]

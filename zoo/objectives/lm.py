@@ -20,10 +20,15 @@ from zoo.objectives.base import Objective
 def sample_prompt_ids(tokenizer, prompt: str | None) -> list[int]:
     """The ids a run's sample continues: ``prompt``'s; for None, a newline where it is a token (a
     character tokenizer: tiny Shakespeare), else the end-of-text token the data puts between
-    documents (a WordPiece or BPE tokenizer, which has no newline: data=wikitext), else none."""
+    documents (a WordPiece or BPE tokenizer, which has no newline: data=wikitext; a character
+    tokenizer of a text without one: data=text), else none."""
     if prompt is not None:
         return tokenizer.encode(prompt)
-    return tokenizer.encode("\n") or list(present_ids(tokenizer, END_OF_TEXT).values())[:1]
+    try:
+        newline = tokenizer.encode("\n")
+    except ValueError:  # a character tokenizer refuses a character its text never had
+        newline = []
+    return newline or list(present_ids(tokenizer, END_OF_TEXT).values())[:1]
 
 
 class NextTokenLM(Objective):

@@ -45,6 +45,23 @@ def check_reads(cfg: DictConfig, reader: str, key: str, given: Iterable[str], gi
         )
 
 
+def check_vocabulary(model: DictConfig, data_vocab: int | None, at: str = "model") -> None:
+    """Refuse a model whose vocabulary (a ``vocab_size`` key anywhere in its config, e.g. an override
+    of ``model.net.embedder.vocab_size``) is smaller than the data's (its tokenizer's, or a token
+    shard folder's meta.json): an id past the table would stop training with an IndexError. Larger
+    is allowed (a table padded to a round size)."""
+    if data_vocab is None:
+        return
+    for key, value in model.items():
+        where = f"{at}.{key}"
+        if isinstance(value, DictConfig):
+            check_vocabulary(value, data_vocab, where)
+        elif key == "vocab_size" and isinstance(value, int) and value < data_vocab:
+            raise ValueError(f"{where}={value} is smaller than the data's vocabulary of {data_vocab} ids "
+                             f"(data={_choice('data', '?')}: its tokenizer or token shards): drop the override, "
+                             f"or prepare the data with a tokenizer of at most {value} ids")
+
+
 def objective(cfg: DictConfig, tokenizer: dict | None = None) -> L.LightningModule:
     """The objective of ``cfg.model``, built as train.py does (``cfg.dims`` filled). ``model.inputs``
     is what the model tells the data (read through ``cfg.inputs``), not an argument of it."""
@@ -68,6 +85,7 @@ def build(cfg: DictConfig):
     check_reads(cfg, "model", "dims", datamodule.dims, "data")
     with open_dict(cfg):
         cfg.dims = datamodule.dims
+    check_vocabulary(cfg.model, datamodule.dims.get("vocab_size"))
     tokenizer = datamodule.tokenizer.state() if datamodule.tokenizer is not None else None
     return datamodule, objective(cfg, tokenizer)
 

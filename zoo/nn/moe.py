@@ -64,7 +64,7 @@ class MoEFeedForward(nn.Module):
         order = chosen.flatten().argsort(stable=True)  # pair i = (token i // k, slot i % k)
         token = order // self.top_k
         counts = torch.bincount(chosen.flatten(), minlength=self.n_experts)
-        rows = grouped_experts(self.experts, flat[token], counts) * weights.flatten()[order, None]
+        rows = grouped_experts(self.experts, flat.index_select(0, token), counts) * weights.flatten()[order, None]
         return torch.zeros_like(flat).index_add_(0, token, rows).view_as(x)
 
     def _loop(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:

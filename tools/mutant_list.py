@@ -331,6 +331,8 @@ MUTANTS = [
      "families": ["bert_classifier", "roberta_classifier", "distilbert_classifier"],
      "old": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found',
      "new": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found if part == ".weight" else 0 * found'},
+    {"name": "moe_weights_in_the_unsorted_order", "file": "zoo/nn/moe.py", "families": ["mixtral", "qwen3_moe"],
+     "old": "* weights.flatten()[order, None]", "new": "* weights.flatten()[:, None]"},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

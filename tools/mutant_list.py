@@ -357,6 +357,8 @@ MUTANTS = [
      "families": ["bert_qa", "roberta_qa", "distilbert_qa"],
      "old": "return torch.stack([out.start_logits, out.end_logits], -1)",
      "new": "return torch.stack([out.end_logits, out.start_logits], -1)"},
+    {"name": "moe_weights_in_the_unsorted_order", "file": "zoo/nn/moe.py", "families": ["mixtral", "qwen3_moe"],
+     "old": "* weights.flatten()[order, None]", "new": "* weights.flatten()[:, None]"},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

@@ -7,6 +7,11 @@ passes its factory in: SwiGLU in both families), so the experts' weights have th
 feed-forward's names (``experts.3.gate``, ``fc_in``, ``fc_out``). The router's logits
 are what :class:`RouterLogits` collects during a forward (hooks on the routers, as Hugging Face
 records them), for the loss: no layer hands anything on.
+
+Dispatch: the (token, slot) pairs are sorted by expert once, gathered once and scattered back
+once, and the experts run on contiguous rows (:func:`grouped_experts`: a grouped matmul on CUDA),
+not one ``where`` / gather / scatter per expert as ``transformers``' eager loop does; the weights
+stay in each expert's own modules (checkpoint keys unchanged).
 """
 
 from __future__ import annotations
@@ -49,16 +54,77 @@ class MoEFeedForward(nn.Module):
         return weights.to(x.dtype), chosen
 
     def forward(self, x: Tensor) -> Tensor:
-        """(B, L, D) -> (B, L, D)."""
+        """(B, L, D) -> (B, L, D): the (token, slot) pairs sorted by expert (stably: by token within
+        an expert), the experts run on their contiguous rows at once, each pair's output weighted and
+        added back to its token (in expert order per token, as a loop over the experts adds them)."""
         flat = x.reshape(-1, x.shape[-1])
         weights, chosen = self.route(flat)
+        if torch.compiler.is_compiling():
+            return self._loop(flat, weights, chosen).view_as(x)
+        order = chosen.flatten().argsort(stable=True)  # pair i = (token i // k, slot i % k)
+        token = order // self.top_k
+        counts = torch.bincount(chosen.flatten(), minlength=self.n_experts)
+        rows = grouped_experts(self.experts, flat.index_select(0, token), counts) * weights.flatten()[order, None]
+        return torch.zeros_like(flat).index_add_(0, token, rows).view_as(x)
+
+    def _loop(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+        """The dispatch of a compiled graph: each expert gathers its tokens (``torch.where``, which
+        dynamo traces under zoo.models.compiling's settings) and adds its outputs back; the sorted
+        dispatch's split sizes (``.tolist()``) and an fp32 ``_grouped_mm`` do not trace."""
         out = torch.zeros_like(flat)
-        # Every expert runs, on its tokens (none, for some): each one's weights get a gradient every
-        # step, as DDP expects of every parameter.
         for e, expert in enumerate(self.experts):
             token, slot = torch.where(chosen == e)
             out.index_add_(0, token, expert(flat[token]) * weights[token, slot, None])
-        return out.view_as(x)
+        return out
+
+
+def grouped_experts(experts: nn.ModuleList, rows: Tensor, counts: Tensor) -> Tensor:
+    """rows (S, D), sorted by expert (the first ``counts[0]`` are expert 0's, ...) -> each row
+    through its expert, (S, D).
+
+    On CUDA, one ``torch._grouped_mm`` per projection (:func:`grouped_mm_experts`) where this torch has it and
+    the widths meet its stride rule; elsewhere each expert on its contiguous slice of the rows: on
+    CPU (torch 2.14, fp32) that measured faster than ``_grouped_mm`` (a loop of matmuls there, plus
+    the weights' stacking) and than a padded ``bmm`` (docs/benchmarks.md). Every expert's weights
+    get a gradient (zero without tokens), as DDP expects of every parameter."""
+    if rows.is_cuda and _grouped_mm_runs(rows, experts[0]):
+        return grouped_mm_experts(experts, rows, counts)
+    return torch.cat([expert(part) for expert, part in zip(experts, rows.split(counts.tolist()))])
+
+
+def grouped_mm_experts(experts: nn.ModuleList, rows: Tensor, counts: Tensor) -> Tensor:
+    """:func:`grouped_experts` as one ``torch._grouped_mm`` per projection over the experts' weights
+    stacked per forward (the gate and fc_in side by side: one product); the experts are
+    ``FeedForward`` s (gate, fc_in, fc_out, act, dropout)."""
+    first = experts[0]
+    offsets = counts.cumsum(0).to(torch.int32)
+    gated = first.gate is not None
+    inner = [layer for e in experts for layer in ((e.gate, e.fc_in) if gated else (e.fc_in,))]
+    h = _grouped_linear(rows, inner, offsets, len(experts))
+    if gated:
+        gate, h = h.chunk(2, dim=-1)
+        h = first.act(gate) * h
+    else:
+        h = first.act(h)
+    return _grouped_linear(first.dropout(h), [e.fc_out for e in experts], offsets, len(experts))
+
+
+def _grouped_linear(rows: Tensor, layers: list[nn.Linear], offsets: Tensor, n_experts: int) -> Tensor:
+    """rows through ``layers`` (n_experts groups of equally many Linears, each group's outputs side by
+    side), group e on the rows up to ``offsets[e]``: one grouped matmul."""
+    weight = torch.stack([layer.weight for layer in layers]).view(n_experts, -1, rows.shape[-1])
+    out = torch._grouped_mm(rows, weight.transpose(1, 2), offs=offsets)
+    if layers[0].bias is None:
+        return out
+    bias = torch.stack([layer.bias for layer in layers]).view(n_experts, -1)
+    return out + bias.repeat_interleave(offsets.diff(prepend=offsets.new_zeros(1)), dim=0, output_size=len(rows))
+
+
+def _grouped_mm_runs(rows: Tensor, expert: nn.Module) -> bool:
+    """Whether ``torch._grouped_mm`` takes these rows: the op exists (torch >= 2.8) and both widths
+    are a multiple of 16 bytes (its stride rule)."""
+    widths = (rows.shape[-1], expert.fc_in.out_features)
+    return hasattr(torch, "_grouped_mm") and all(w * rows.element_size() % 16 == 0 for w in widths)
 
 
 def load_balancing_loss(router_logits: list[Tensor], top_k: int, keep: Tensor | None = None) -> Tensor:

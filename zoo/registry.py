@@ -40,6 +40,7 @@ OBJECTIVES: dict[str, str] = {
     "distillation": "zoo.objectives.distillation.Distillation",
     "ctc": "zoo.objectives.ctc.CTCRecognition",
     "contrastive": "zoo.objectives.contrastive.Contrastive",
+    "tagging": "zoo.objectives.tagging.Tagging",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -57,6 +58,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.distillation.Distillation": "distillation",  # likewise
     "zoo.objectives.ctc.CTCRecognition": "ctc",  # likewise
     "zoo.objectives.contrastive.Contrastive": "contrastive",  # likewise
+    "zoo.objectives.tagging.Tagging": "tagging",  # likewise
 }
 
 # Classes that checkpoints already written may name though no shipped config names them: CLIP's

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, leave_out, load_mapped,
                                read_checkpoint_dir)
-from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, plain
+from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, is_tagger, plain
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -159,6 +159,9 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
 # BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier; a bare
 # BertModel's pooler has no prefix).
 BERT_CLASSIFIER = {"dense": ("bert.pooler.dense", "pooler.dense"), "proj": ("classifier",)}
+# task=tag: the token classifier (dropout, then ``classifier`` on every token), one name in
+# BertForTokenClassification, RobertaForTokenClassification and DistilBertForTokenClassification.
+TAGGER = {"proj": ("classifier",)}
 def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, tuple[str, ...]],
                      num_classes: int) -> dict[str, Tensor]:
     """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
@@ -192,9 +195,10 @@ def load_classifier(net: nn.Module, state: dict[str, Tensor], source: str) -> No
 def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], encoder: dict[str, Tensor],
                  hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
     """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
-    head, or under task=classify with its sequence classifier read from ``hf`` at ``places``."""
+    head, or under task=classify with its sequence classifier read from ``hf`` at ``places``, under task=tag
+    with its token classifier (:data:`TAGGER`)."""
     if is_classifier(net_cfg):
-        head = classifier_state(hf, encoder, places, net_cfg["head"]["num_classes"])
+        head = classifier_state(hf, encoder, TAGGER if is_tagger(net_cfg) else places, net_cfg["head"]["num_classes"])
         return init_net(net_cfg, without_head(shape), head, partial(load_classifier, source=path))
     return init_net(net_cfg, shape, encoder, partial(load_mlm, source=path))
 
@@ -208,8 +212,9 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
                       shape: Callable[[dict[str, Any]], dict[str, Any]],
                       rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]]) -> Family:
     """The export of an encoder family (``base``, its MLM class) under task=classify: ``hf_class`` (its
-    ``*ForSequenceClassification``), its config's ``num_labels`` the head's width, its head read at
-    ``places``; ``shape`` and ``rename`` are the family's import shape and weight renaming."""
+    ``*ForSequenceClassification``; under task=tag its ``*ForTokenClassification``), its config's
+    ``num_labels`` the head's width, its head read at ``places``; ``shape`` and ``rename`` are the
+    family's import shape and weight renaming."""
     def classifier_shape(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
         labels = config.get("num_labels") or len(config["id2label"])  # a saved config.json keeps id2label only
         return without_head(shape(config)) | {"head.num_classes": labels}
@@ -218,7 +223,7 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
         return classifier_state(hf, rename(hf, net["n_layers"]), places, net["head"]["num_classes"])
 
     return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
-                   state_dict=state_dict, marks_checkpoints=False, classifier=None)
+                   state_dict=state_dict, marks_checkpoints=False, classifier=None, tagger=None)
 
 
 @torch.no_grad()
@@ -260,4 +265,4 @@ DROPOUT_KEYS = {"hidden_dropout_prob": "block.dropout", "attention_probs_dropout
 FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plain(KEYS) | DROPOUT_KEYS,
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
                 state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
-                classifier="BertForSequenceClassification")
+                classifier="BertForSequenceClassification", tagger="BertForTokenClassification")

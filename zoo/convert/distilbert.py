@@ -85,4 +85,4 @@ FAMILY = Family(hf_class="DistilBertForMaskedLM", config_class="DistilBertConfig
                 shape=lambda config, net: distilbert_shape(config),
                 state_dict=lambda sd, net: distilbert_state_dict(sd, net["n_layers"]),
                 extra=lambda net: {"sinusoidal_pos_embds": net["embedder"]["positions"] == "sinusoidal"},
-                classifier="DistilBertForSequenceClassification")
+                classifier="DistilBertForSequenceClassification", tagger="DistilBertForTokenClassification")

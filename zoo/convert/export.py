@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at, is_classifier
+from zoo.convert.family import Family, at, is_classifier, is_tagger
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -242,10 +242,11 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
 
 def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
     """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
-    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``)."""
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), its token-classification
+    class where the head classifies every token (``task=tag``: ``BertForTokenClassification``)."""
     family = FAMILIES.get(hf_class) if hf_class else None
-    if family is not None and family.classifier and is_classifier(net):
-        return family.classifier
+    if family is not None and is_classifier(net):
+        return (family.tagger if is_tagger(net) else family.classifier) or hf_class
     return hf_class
 
 

@@ -44,6 +44,11 @@ def is_classifier(net: dict[str, Any]) -> bool:
     return net.get("head", {}).get("_target_") == "zoo.nn.heads.ClassifierHead"
 
 
+def is_tagger(net: dict[str, Any]) -> bool:
+    """Whether the net's classifier head classifies every token (task=tag: ``pool="tokens"``)."""
+    return is_classifier(net) and net["head"].get("pool") == "tokens"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -156,3 +161,5 @@ class Family:
     # the transformers class of this family with a sequence classifier in place of its head
     # (task=classify: ``zoo export`` writes it for a net whose head is a ``ClassifierHead``)
     classifier: str | None = None
+    # the same with a token classifier (task=tag: a ``ClassifierHead`` of ``pool="tokens"``)
+    tagger: str | None = None

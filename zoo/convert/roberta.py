@@ -84,4 +84,4 @@ FAMILY = Family(hf_class="RobertaForMaskedLM", config_class="RobertaConfig", key
                 activations=bert.ACTIVATIONS, activation_key="hidden_act",
                 shape=lambda config, net: roberta_shape(config),
                 state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]),
-                classifier="RobertaForSequenceClassification")
+                classifier="RobertaForSequenceClassification", tagger="RobertaForTokenClassification")

@@ -68,6 +68,32 @@ def label_names(labels: list[Any]) -> list[str]:
     return [str(v) for v in sorted(distinct, key=float if numeric else str)]
 
 
+def indexed(names: list[str], labels: dict[str, list[Any]]) -> dict[str, list[int]]:
+    """Each split's labels as indices into ``names`` (the training split's classes); a label of val or
+    test that the training rows never have is refused, naming it."""
+    index = {name: i for i, name in enumerate(names)}
+    for split, split_labels in labels.items():
+        unknown = sorted({str(y) for y in split_labels} - set(index))
+        if unknown:
+            raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
+                             f"(those are {names[:10]})")
+    return {split: [index[str(y)] for y in split_labels] for split, split_labels in labels.items()}
+
+
+def check_tokenizer(tokenizer: str) -> None:
+    """``data.tokenizer`` is ``wordpiece`` or a folder (a missing one is refused, naming it)."""
+    if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
+        raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+
+
+def own_tokenizer(kind: str, texts: list[str], vocab_size: int) -> HFTokenizer:
+    """WordPiece with ``vocab_size`` entries learnt from ``texts`` (case kept), or the folder ``kind``
+    (``data.tokenizer``) names."""
+    if kind != "wordpiece":
+        return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
+    return HFTokenizer.train_wordpiece(texts, vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+
+
 def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, length: int,
                 double_sep: bool = False) -> tuple[list[int], list[int]]:
     """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` cut to ``length`` ids (the longer text loses
@@ -152,8 +178,7 @@ class LabelledText(ZooDataModule):
                              "data.column=sentence data.label=label")
         if quoting not in QUOTING:
             raise ValueError(f"data.quoting={quoting}: expected one of {', '.join(QUOTING)}")
-        if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
-            raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+        check_tokenizer(tokenizer)
         self.sources = {"train": locate(str(source), self.data_dir)}
         self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
         self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
@@ -177,13 +202,6 @@ class LabelledText(ZooDataModule):
             rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *self.fractions)}
         return rows
 
-    def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
-        """WordPiece learnt from the training texts (case kept), or the folder ``data.tokenizer`` names."""
-        if self.tokenizer_kind != "wordpiece":
-            return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
-        texts = [t for a, b, _ in rows for t in (a, b) if t]
-        return HFTokenizer.train_wordpiece(texts, self.vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
-
     def labels(self, rows: dict[str, list[Row]]) -> tuple[list[str] | None, dict[str, Tensor]]:
         """The class names (None for a regression) and each split's labels as a tensor; a label of val
         or test that the training rows never have is refused, naming it."""
@@ -194,21 +212,15 @@ class LabelledText(ZooDataModule):
                 raise ValueError(f"data.label={self.columns[2]} with data.regression=true: a label is not a "
                                  f"number ({err})") from None
         names = label_names([y for *_, y in rows["train"]])
-        index = {name: i for i, name in enumerate(names)}
-        out = {}
-        for split, split_rows in rows.items():
-            unknown = sorted({str(y) for *_, y in split_rows} - set(index))
-            if unknown:
-                raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
-                                 f"(those are {names[:10]})")
-            out[split] = torch.tensor([index[str(y)] for *_, y in split_rows])
-        return names, out
+        indices = indexed(names, {split: [y for *_, y in split_rows] for split, split_rows in rows.items()})
+        return names, {split: torch.tensor(split_indices) for split, split_indices in indices.items()}
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
         rows = self.read()
-        self.tokenizer = self.tokenizer_or(lambda: self.own_tokenizer(rows["train"]))
+        texts = [t for a, b, _ in rows["train"] for t in (a, b) if t]
+        self.tokenizer = self.tokenizer_or(lambda: own_tokenizer(self.tokenizer_kind, texts, self.vocab_size))
         cls_token = self.role_token(CLS, "classifier")
         cls, sep = self.tokenizer.token_id(cls_token), self.tokenizer.token_id(self.role_token(SEP, "separator"))
         self.pad_id = self.tokenizer.token_id(self.role_token(PAD, "padding"))

@@ -246,6 +246,25 @@ def test_the_head_read_under_another_name_is_refused(tmp_path, monkeypatch):
         bert.pretrained(tag_net_cfg("bert", 5), str(tmp_path))
 
 
+@torch.no_grad()
+def test_init_from_reorders_the_token_classifier_to_the_datas_tags(tmp_path):
+    """A folder whose id2label lists the data's tags in another order (O first, as published NER models
+    do): its classifier's rows are put in the data's (sorted) order, so that output i is the data's tag i."""
+    from zoo.train.run import objective
+
+    torch.manual_seed(0)
+    hf = tiny_bert(3)
+    hf.config.id2label, hf.config.label2id = {0: "O", 1: "B-PER", 2: "I-PER"}, {"O": 0, "B-PER": 1, "I-PER": 2}
+    hf.save_pretrained(tmp_path)
+    cfg = compose_config(["model=bert", "task=tag", f"model.init_from={tmp_path}"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": VOCAB, "pad_id": 0, "num_classes": 3, "class_names": ["B-PER", "I-PER", "O"]}
+    net = objective(cfg).net.eval()
+    ids, padding = padded_batch(0)
+    ref = hf(input_ids=ids, attention_mask=padding.long()).logits
+    assert_matches(net(ids, key_padding=padding), ref[..., [1, 2, 0]], padding[..., None], what="reordered logits")
+
+
 def test_task_tag_swaps_the_head_and_objective():
     """task=tag: a token classifier (no pooling, no pooler) and the Tagging objective; the family's mask,
     embedder and Block are the same as under task=pretrain."""

@@ -6,28 +6,24 @@ pipeline, the refusal of impossible pairs, and (slow) a short training run and i
 from __future__ import annotations
 
 import csv
-import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 from seqeval.metrics import f1_score, precision_score, recall_score
-from transformers import (BertConfig, BertForTokenClassification, DistilBertConfig, DistilBertForTokenClassification,
-                          RobertaConfig, RobertaForTokenClassification)
+from transformers import BertForTokenClassification, DistilBertForTokenClassification, RobertaForTokenClassification
 
 from conftest import run_train
+from test_task_classify import (VOCAB, classify_net_cfg, evaluate, pair_batch, tiny_bert, tiny_checkpoint,
+                                tiny_distilbert, tiny_roberta)
 from exactness import assert_matches, randomise
 from zoo.cli.precheck import Refused, check
 from zoo.config import compose_config
 from zoo.convert import bert, distilbert, roberta
 from zoo.data.batches import IGNORE
-
-VOCAB = 97
 
 # IOB1 as CoNLL-2003's eng.train writes it (I- starts an entity; B- only after one of its type) and the
 # same sentences in IOB2 as train.txt writes them; four columns, -DOCSTART- lines, blank-line breaks.
@@ -177,46 +173,22 @@ def test_entity_scores_are_seqevals(tmp_path):
     assert 0.2 < scores["f1"].item() < 0.9  # neither nothing nor everything right: the test can tell
 
 
-def tiny_bert(num_labels: int) -> BertForTokenClassification:
-    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=48, max_position_embeddings=24, type_vocab_size=2,
-                        attn_implementation="sdpa", num_labels=num_labels)
-    return randomise(BertForTokenClassification(config).eval())
+# family -> (its tiny Hugging Face token classifier class, its converter, its padding id); the tiny
+# config is task=classify's test reference's
+FAMILIES = {"bert": (BertForTokenClassification, bert, 0), "roberta": (RobertaForTokenClassification, roberta, 1),
+            "distilbert": (DistilBertForTokenClassification, distilbert, 0)}
+TINY = {"bert": tiny_bert, "roberta": tiny_roberta, "distilbert": tiny_distilbert}
 
 
-def tiny_roberta(num_labels: int) -> RobertaForTokenClassification:
-    config = RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=48, max_position_embeddings=26, type_vocab_size=1, pad_token_id=1,
-                           attn_implementation="sdpa", num_labels=num_labels)
-    return randomise(RobertaForTokenClassification(config).eval())
-
-
-def tiny_distilbert(num_labels: int) -> DistilBertForTokenClassification:
-    config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
-                              max_position_embeddings=24, attn_implementation="sdpa", num_labels=num_labels)
-    return randomise(DistilBertForTokenClassification(config).eval())
-
-
-# family -> (its tiny randomised Hugging Face token classifier, its converter, its padding id)
-FAMILIES = {"bert": (tiny_bert, bert, 0), "roberta": (tiny_roberta, roberta, 1),
-            "distilbert": (tiny_distilbert, distilbert, 0)}
-
-
-def tag_net_cfg(model: str, num_classes: int) -> dict:
-    """model=<model> task=tag's net config, resolved with the data's facts filled in."""
-    cfg = compose_config([f"model={model}", "task=tag"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": VOCAB, "pad_id": 0, "num_classes": num_classes,
-                    "class_names": [str(i) for i in range(num_classes)]}
-    return OmegaConf.to_container(cfg.model.net, resolve=True)
+def tiny(family: str, num_labels: int) -> torch.nn.Module:
+    """The family's tiny randomised *ForTokenClassification (task=classify's tests' configuration)."""
+    return randomise(FAMILIES[family][0](TINY[family](num_labels).config).eval())
 
 
 def padded_batch(pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids (3, 17) and padding: odd lengths 17, 11, 6."""
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(2, VOCAB, (3, 17), generator=g)
-    padding = torch.arange(17)[None] < torch.tensor([17, 11, 6])[:, None]
-    return ids.masked_fill(~padding, pad_id), padding
+    """Ids (3, 17) and padding: odd lengths 17, 11, 6 (task=classify's batch, without segment ids)."""
+    ids, _, padding = pair_batch(pad_id)
+    return ids, padding
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -225,11 +197,11 @@ def padded_batch(pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_init_from_a_token_classification_folder_is_exact(tmp_path, family, dtype):
     """model.init_from= a *ForTokenClassification folder reads its classifier too: the zoo's logits at
     every real position are Hugging Face's (randomised weights, padding, odd lengths)."""
-    build, module, pad_id = FAMILIES[family]
+    _, module, pad_id = FAMILIES[family]
     torch.manual_seed(0)
-    hf = build(5)
+    hf = tiny(family, 5)
     hf.save_pretrained(tmp_path)
-    _, net = module.pretrained(tag_net_cfg(family, 5), str(tmp_path))
+    _, net = module.pretrained(classify_net_cfg(family, 5, "tag"), str(tmp_path))
     hf, net = hf.to(dtype), net.eval().to(dtype)
     ids, padding = padded_batch(pad_id)
     ref = hf(input_ids=ids, attention_mask=padding.long()).logits
@@ -240,10 +212,10 @@ def test_the_head_read_under_another_name_is_refused(tmp_path, monkeypatch):
     """The mapping is checked: a token classifier read under another name (RoBERTa's sequence head's)
     leaves the folder's classifier unread, which the import refuses, naming it."""
     torch.manual_seed(0)
-    tiny_bert(5).save_pretrained(tmp_path)
+    tiny("bert", 5).save_pretrained(tmp_path)
     monkeypatch.setattr(bert, "TAGGER", {"proj": ("classifier.out_proj",)})
     with pytest.raises(ValueError, match=r"does not use \(classifier.bias, classifier.weight\)"):
-        bert.pretrained(tag_net_cfg("bert", 5), str(tmp_path))
+        bert.pretrained(classify_net_cfg("bert", 5, "tag"), str(tmp_path))
 
 
 @torch.no_grad()
@@ -253,7 +225,7 @@ def test_init_from_reorders_the_token_classifier_to_the_datas_tags(tmp_path):
     from zoo.train.run import objective
 
     torch.manual_seed(0)
-    hf = tiny_bert(3)
+    hf = tiny("bert", 3)
     hf.config.id2label, hf.config.label2id = {0: "O", 1: "B-PER", 2: "I-PER"}, {"O": 0, "B-PER": 1, "I-PER": 2}
     hf.save_pretrained(tmp_path)
     cfg = compose_config(["model=bert", "task=tag", f"model.init_from={tmp_path}"])
@@ -304,21 +276,10 @@ def test_export_writes_the_token_classifier_that_the_pipeline_runs(tmp_path, fam
 
     from zoo.convert.export import export
     from zoo.data.labelled import CLS, SEP, own_tokenizer
-    from zoo.registry import name_of
-    from zoo.train.run import objective
 
     tokenizer = own_tokenizer("wordpiece", TEXTS * 4, 60)
     names = ["B-LOC", "B-PER", "I-PER", "O"]
-    cfg = compose_config([f"model={family}", "task=tag", "model.net.n_layers=2", "model.net.block.d_model=32",
-                          "model.net.block.n_heads=4", "model.net.context=32"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 4, "class_names": names}
-    torch.manual_seed(0)
-    built = objective(cfg, tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
+    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", family, "tag", tokenizer, names)
     assert export(ckpt, tmp_path / "hf") == (hf_class, [])
     tagger = pipeline("token-classification", model=str(tmp_path / "hf"), device="cpu", ignore_labels=[])
     assert tagger.model.config.id2label == dict(enumerate(names))
@@ -349,16 +310,8 @@ def test_roberta_tag_conll2003_trains_and_eval_reports_entity_f1(tmp_path):
     f1 = [float(r["val/f1"]) for r in rows if r.get("val/f1")]
     assert len(losses) >= 30 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 / 2, losses
     assert f1 and max(f1) > 0.8, f1  # the entities of these sentences are easily told
-    root = str(Path(__file__).parents[1])
-    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
-                          "data=conll2003", f"out={tmp_path / 'eval.json'}"], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    metrics = json.loads((tmp_path / "eval.json").read_text())
+    metrics = evaluate(tmp_path, run / "checkpoints" / "last.ckpt", "data=conll2003")
     assert {"precision", "recall", "f1", "loss"} <= metrics.keys() and metrics["f1"] > 0.8, metrics
-    assert "test/f1" in out.stdout
 
 
 REAL = Path(os.environ.get("ZOO_DATA_DIR", "data")) / "downstream" / "conll2003"

@@ -317,6 +317,7 @@ def test_roberta_tag_conll2003_trains_and_eval_reports_entity_f1(tmp_path):
 REAL = Path(os.environ.get("ZOO_DATA_DIR", "data")) / "downstream" / "conll2003"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (REAL / "eng.train").is_file(), reason="CoNLL-2003 is not staged under ZOO_DATA_DIR")
 def test_conll2003_iob1_originals_read_as_the_iob2_files():
     """The real CoNLL-2003: eng.train (IOB1) read as IOB2 is train.txt, sentence for sentence; likewise

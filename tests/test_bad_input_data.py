@@ -146,6 +146,8 @@ MODEL_OF |= {"images": "vit"}  # your own labelled images (data=images)
 MODEL_OF |= {"pairs": "t5"}  # source / target pairs: an encoder-decoder's
 MODEL_OF |= {"audio": "whisper"}  # your recordings from a manifest
 MODEL_OF |= {"squad": "bert"}  # task=qa's SQuAD-format questions
+# tagged sentences: task=tag's (likewise)
+MODEL_OF |= {"conll": "roberta", "conll2003": "roberta"}
 
 
 def test_every_data_config_is_paired_above():

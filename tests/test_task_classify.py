@@ -50,9 +50,9 @@ FAMILIES = {"bert": (tiny_bert, bert, 0, True), "roberta": (tiny_roberta, robert
             "distilbert": (tiny_distilbert, distilbert, 0, False)}
 
 
-def classify_net_cfg(model: str, num_classes: int) -> dict:
-    """model=<model> task=classify's net config, resolved with the data's facts filled in."""
-    cfg = compose_config([f"model={model}", "task=classify"])
+def classify_net_cfg(model: str, num_classes: int, task: str = "classify") -> dict:
+    """model=<model> task=<task>'s net config, resolved with the data's facts filled in."""
+    cfg = compose_config([f"model={model}", f"task={task}"])
     with open_dict(cfg):
         cfg.dims = {"vocab_size": VOCAB, "pad_id": 0, "num_classes": num_classes,
                     "class_names": [str(i) for i in range(num_classes)]}
@@ -159,16 +159,38 @@ def test_bert_classify_sst2_trains(tmp_path):
     assert accuracy and any(r.get("val/f1") for r in rows)
     assert max(accuracy) > 0.75, accuracy  # above chance (0.5) on the held-out rows
     # python -m zoo eval reports the task's metrics on the test split (here SST-2's dev rows)
-    # (from tmp_path: eval's test stage leaves confusion.png in the working directory)
+    metrics = evaluate(tmp_path, run / "checkpoints" / "last.ckpt", "data=sst2")
+    assert {"acc", "f1", "loss"} <= metrics.keys() and 0 <= metrics["acc"] <= 1
+
+
+def evaluate(tmp_path: Path, ckpt: Path, data: str) -> dict:
+    """python -m zoo eval ckpt=CKPT DATA out=tmp_path/eval.json, its data under tmp_path/data: the metrics
+    it writes (run from tmp_path: a test stage may leave a plot, confusion.png, in the working directory)."""
     root = str(Path(__file__).parents[1])
     env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
-                          "data=sst2", f"out={tmp_path / 'eval.json'}"], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path)
+    out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={ckpt}", data, f"out={tmp_path / 'eval.json'}"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    metrics = json.loads((tmp_path / "eval.json").read_text())
-    assert {"acc", "f1", "loss"} <= metrics.keys() and 0 <= metrics["acc"] <= 1
+    return json.loads((tmp_path / "eval.json").read_text())
+
+
+def tiny_checkpoint(ckpt: Path, family: str, task: str, tokenizer, names: list[str]):
+    """(a task=<task> objective of a tiny <family> over ``tokenizer`` and the class ``names``, its weights
+    randomised; ``ckpt``, where it is saved as a training run saves it)."""
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    cfg = compose_config([f"model={family}", f"task={task}", "model.net.n_layers=2", "model.net.block.d_model=32",
+                          "model.net.block.n_heads=4", "model.net.context=32"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": len(names), "class_names": names}
+    torch.manual_seed(0)
+    built = objective(cfg, tokenizer.state())
+    randomise(built.net, seed=2)
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, ckpt)
+    return built, ckpt
 
 
 SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
@@ -186,21 +208,10 @@ def test_export_writes_the_sequence_classifier_that_the_pipeline_runs(tmp_path, 
     from zoo.convert.export import export
     from zoo.data.labelled import CLS, PAD, SEP, UNK, MASK, encode_pair
     from zoo.data.tokenizers import HFTokenizer
-    from zoo.registry import name_of
-    from zoo.train.run import objective
 
     tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    cfg = compose_config([f"model={family}", "task=classify", "model.net.n_layers=2", "model.net.block.d_model=32",
-                          "model.net.block.n_heads=4", "model.net.context=32"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
-    torch.manual_seed(0)
-    built = objective(cfg, tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
+    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", family, "classify", tokenizer, names)
     assert export(ckpt, tmp_path / "hf") == (hf_class, [])
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))

@@ -20,6 +20,9 @@ FAMILY_TESTS = {
     "bert_qa": ["tests/test_task_qa.py"],
     "roberta_qa": ["tests/test_task_qa.py"],
     "distilbert_qa": ["tests/test_task_qa.py"],
+    "bert_tagger": ["tests/test_task_tag.py"],
+    "roberta_tagger": ["tests/test_task_tag.py"],
+    "distilbert_tagger": ["tests/test_task_tag.py"],
     "big_bird": ["tests/test_big_bird.py"],
     "llama": ["tests/test_llama.py"],
     "mistral": ["tests/test_mistral.py"],
@@ -359,6 +362,22 @@ MUTANTS = [
      "new": "return torch.stack([out.end_logits, out.start_logits], -1)"},
     {"name": "moe_weights_in_the_unsorted_order", "file": "zoo/nn/moe.py", "families": ["mixtral", "qwen3_moe"],
      "old": "* weights.flatten()[order, None]", "new": "* weights.flatten()[:, None]"},
+    {"name": "tagger_read_under_the_sequence_heads_name", "file": "zoo/convert/bert.py",
+     "families": ["bert_tagger", "roberta_tagger", "distilbert_tagger"],
+     "old": 'TAGGER = {"proj": ("classifier",)}', "new": 'TAGGER = {"proj": ("classifier.out_proj",)}'},
+    {"name": "tagger_read_as_the_sequence_classifier", "file": "zoo/convert/bert.py", "families": ["roberta_tagger"],
+     "old": "TAGGER if is_tagger(net_cfg) else places", "new": "places"},  # RoBERTa's sequence head is out_proj: the folder's classifier unread
+    {"name": "bert_tagger_exported_as_the_mlm", "file": "zoo/convert/bert.py", "families": ["bert_tagger"],
+     "old": 'tagger="BertForTokenClassification"', "new": "tagger=None"},
+    {"name": "roberta_tagger_exported_as_the_mlm", "file": "zoo/convert/roberta.py", "families": ["roberta_tagger"],
+     "old": 'tagger="RobertaForTokenClassification"', "new": "tagger=None"},
+    {"name": "distilbert_tagger_exported_as_the_mlm", "file": "zoo/convert/distilbert.py",
+     "families": ["distilbert_tagger"],
+     "old": 'tagger="DistilBertForTokenClassification"', "new": "tagger=None"},
+    {"name": "token_classifier_reads_the_first_token", "file": "zoo/nn/heads.py",
+     "tests": ["tests/test_task_tag.py"],
+     "old": 'if self.pool == "tokens":\n            pooled = x',
+     "new": 'if self.pool == "tokens":\n            pooled = x[..., :1, :].expand_as(x)'},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

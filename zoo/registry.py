@@ -42,6 +42,7 @@ OBJECTIVES: dict[str, str] = {
     "contrastive": "zoo.objectives.contrastive.Contrastive",
     "embedding": "zoo.objectives.embedding.Embedding",
     "qa": "zoo.objectives.qa.QuestionAnswering",
+    "tagging": "zoo.objectives.tagging.Tagging",
 }
 
 # What checkpoints written before the short names stored: the class's dotted path at the time.
@@ -61,6 +62,7 @@ FORMER_NAMES: dict[str, str] = {
     "zoo.objectives.contrastive.Contrastive": "contrastive",  # likewise
     "zoo.objectives.embedding.Embedding": "embedding",  # likewise
     "zoo.objectives.qa.QuestionAnswering": "qa",  # likewise
+    "zoo.objectives.tagging.Tagging": "tagging",  # likewise
 }
 
 # Classes that checkpoints already written may name though no shipped config names them: CLIP's

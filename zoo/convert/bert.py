@@ -25,7 +25,8 @@ from torch import Tensor, nn
 
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, leave_out, load_mapped,
                                read_checkpoint_dir)
-from zoo.convert.family import REQUIRED, Family, config_only, copies, is_classifier, is_headless, is_span_head, plain
+from zoo.convert.family import (REQUIRED, Family, config_only, copies, is_classifier, is_headless, is_span_head,
+                               is_tagger, plain)
 
 # Hugging Face ``hidden_act`` -> the zoo's activation names.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -160,6 +161,9 @@ def load_mlm(net: nn.Module, state: dict[str, Tensor], source: str) -> None:
 # BertForSequenceClassification (the pooler, dense + tanh on [CLS]; then the classifier; a bare
 # BertModel's pooler has no prefix).
 BERT_CLASSIFIER = {"dense": ("bert.pooler.dense", "pooler.dense"), "proj": ("classifier",)}
+# task=tag: the token classifier (dropout, then ``classifier`` on every token), one name in
+# BertForTokenClassification, RobertaForTokenClassification and DistilBertForTokenClassification.
+TAGGER = {"proj": ("classifier",)}
 def classifier_state(hf: dict[str, Tensor], encoder: dict[str, Tensor], places: dict[str, tuple[str, ...]],
                      num_classes: int) -> dict[str, Tensor]:
     """``encoder`` (a checkpoint's weights renamed to the zoo's) with its MLM head left out and the
@@ -188,9 +192,9 @@ QA_OUTPUTS = {"proj": ("qa_outputs",)}
 
 def task_head(net_cfg: dict[str, Any], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, tuple[str, ...]], int] | None:
     """Where a task's head is read from and its width: a classifier's at ``places`` (the family's
-    sequence classifier), a span head's at :data:`QA_OUTPUTS`; None for the MLM head."""
+    sequence classifier) or :data:`TAGGER` (a token classifier), a span head's at :data:`QA_OUTPUTS`; None for the MLM head."""
     if is_classifier(net_cfg):
-        return places, net_cfg["head"]["num_classes"]
+        return TAGGER if is_tagger(net_cfg) else places, net_cfg["head"]["num_classes"]
     return (QA_OUTPUTS, 2) if is_span_head(net_cfg) else None
 
 
@@ -207,8 +211,8 @@ def init_encoder(net_cfg: dict[str, Any], path: str, shape: dict[str, Any], enco
                  hf: dict[str, Tensor], places: dict[str, tuple[str, ...]]) -> tuple[dict[str, Any], nn.Module]:
     """An encoder family's ``model.init_from`` result (:func:`zoo.convert.common.init_net`): with its MLM
     head, under task=classify with its sequence classifier read from ``hf`` at ``places``, under
-    task=qa with its span head read from ``qa_outputs``, or under task=embed the encoder alone (a
-    folder's MLM head left out)."""
+    task=tag with its token classifier (:data:`TAGGER`), under task=qa with its span head read from
+    ``qa_outputs``, or under task=embed the encoder alone (a folder's MLM head left out)."""
     if is_headless(net_cfg):
         return init_net(net_cfg, without_head(shape), leave_out(encoder, HEAD_PREFIX))
     head = task_head(net_cfg, places)
@@ -227,8 +231,9 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
                       shape: Callable[[dict[str, Any]], dict[str, Any]],
                       rename: Callable[[dict[str, Tensor], int], dict[str, Tensor]]) -> Family:
     """The export of an encoder family (``base``, its MLM class) under task=classify: ``hf_class`` (its
-    ``*ForSequenceClassification``), its config's ``num_labels`` the head's width, its head read at
-    ``places``; ``shape`` and ``rename`` are the family's import shape and weight renaming."""
+    ``*ForSequenceClassification``; under task=tag its ``*ForTokenClassification``), its config's
+    ``num_labels`` the head's width, its head read at ``places``; ``shape`` and ``rename`` are the
+    family's import shape and weight renaming."""
     def classifier_shape(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
         labels = config.get("num_labels") or len(config["id2label"])  # a saved config.json keeps id2label only
         return without_head(shape(config)) | {"head.num_classes": labels}
@@ -237,7 +242,8 @@ def classifier_family(base: Family, hf_class: str, places: dict[str, tuple[str, 
         return classifier_state(hf, rename(hf, net["n_layers"]), places, net["head"]["num_classes"])
 
     return replace(base, hf_class=hf_class, keys=base.keys | {"num_labels": "head.num_classes"}, shape=classifier_shape,
-                   state_dict=state_dict, marks_checkpoints=False, classifier=None, question_answering=None)
+                   state_dict=state_dict, marks_checkpoints=False, classifier=None, question_answering=None,
+                   tagger=None)
 
 
 def span_outputs(hf: nn.Module, x: Tensor) -> Tensor:
@@ -325,4 +331,4 @@ FAMILY = Family(hf_class="BertForMaskedLM", config_class="BertConfig", keys=plai
                 activations=ACTIVATIONS, activation_key="hidden_act", shape=config_only(bert_shape),
                 state_dict=lambda sd, net: bert_state_dict(sd, net["n_layers"]),
                 classifier="BertForSequenceClassification", encoder="BertModel",
-                question_answering="BertForQuestionAnswering")
+                question_answering="BertForQuestionAnswering", tagger="BertForTokenClassification")

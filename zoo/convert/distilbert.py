@@ -86,4 +86,4 @@ FAMILY = Family(hf_class="DistilBertForMaskedLM", config_class="DistilBertConfig
                 state_dict=lambda sd, net: distilbert_state_dict(sd, net["n_layers"]),
                 extra=lambda net: {"sinusoidal_pos_embds": net["embedder"]["positions"] == "sinusoidal"},
                 classifier="DistilBertForSequenceClassification", encoder="DistilBertModel",
-                question_answering="DistilBertForQuestionAnswering")
+                question_answering="DistilBertForQuestionAnswering", tagger="DistilBertForTokenClassification")

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.convert.families import by_class, by_converter
-from zoo.convert.family import Family, at, is_classifier, is_headless, is_span_head
+from zoo.convert.family import Family, at, is_classifier, is_headless, is_span_head, is_tagger
 from zoo.nn.parts import with_dims
 from zoo.nn.tower import without_unread
 
@@ -242,12 +242,13 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
 
 def classifier_class(hf_class: str | None, net: dict[str, Any]) -> str | None:
     """``hf_class``, or its family's sequence-classification class where the net's head is a classifier
-    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), its question-answering class
-    where it is a span head (``task=qa``: ``BertForQuestionAnswering``), or its bare encoder where the
-    net has no head (``task=embed``: ``BertModel``)."""
+    (a ``task=classify`` run of BERT: ``BertForSequenceClassification``), its token-classification
+    class where the head classifies every token (``task=tag``: ``BertForTokenClassification``), its
+    question-answering class where it is a span head (``task=qa``: ``BertForQuestionAnswering``), or
+    its bare encoder where the net has no head (``task=embed``: ``BertModel``)."""
     family = FAMILIES.get(hf_class) if hf_class else None
-    if family is not None and family.classifier and is_classifier(net):
-        return family.classifier
+    if family is not None and is_classifier(net):
+        return (family.tagger if is_tagger(net) else family.classifier) or hf_class
     if family is not None and family.question_answering and is_span_head(net):
         return family.question_answering
     if family is not None and family.encoder and is_headless(net):

@@ -55,6 +55,11 @@ def is_span_head(net: dict[str, Any]) -> bool:
     return net.get("head", {}).get("_target_") == "zoo.nn.heads.SpanHead"
 
 
+def is_tagger(net: dict[str, Any]) -> bool:
+    """Whether the net's classifier head classifies every token (task=tag: ``pool="tokens"``)."""
+    return is_classifier(net) and net["head"].get("pool") == "tokens"
+
+
 EXAMPLE_LENGTH = 1024  # the longest example the export checks on: past every CPU preset's window
 
 
@@ -172,3 +177,5 @@ class Family:
     encoder: str | None = None
     # the transformers class of this family with a span head (task=qa: ``*ForQuestionAnswering``)
     question_answering: str | None = None
+    # the same with a token classifier (task=tag: a ``ClassifierHead`` of ``pool="tokens"``)
+    tagger: str | None = None

@@ -85,4 +85,4 @@ FAMILY = Family(hf_class="RobertaForMaskedLM", config_class="RobertaConfig", key
                 shape=lambda config, net: roberta_shape(config),
                 state_dict=lambda sd, net: roberta_state_dict(sd, net["n_layers"]),
                 classifier="RobertaForSequenceClassification", encoder="RobertaModel",
-                question_answering="RobertaForQuestionAnswering")
+                question_answering="RobertaForQuestionAnswering", tagger="RobertaForTokenClassification")

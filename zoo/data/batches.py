@@ -298,6 +298,18 @@ class QuestionSpans(NamedTuple):
     contexts: list[str]
     answers: list[list[str]]
 
+
+class TokenTags(NamedTuple):
+    """Sentences with one tag per word, for a token classifier (``task=tag``: named entities).
+
+    tokens (B, L) int64 ids (``[CLS] sub-tokens [SEP]``); padding (B, L) bool, True at real tokens;
+    labels (B, L) int64, each word's tag index on its first sub-token, -100 elsewhere (the special
+    tokens, a word's later sub-tokens, padding: no loss, no score)."""
+
+    tokens: Tensor
+    padding: Tensor
+    labels: Tensor
+
     @property
     def samples(self) -> int:
         return self.tokens.shape[0]

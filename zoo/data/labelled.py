@@ -72,6 +72,32 @@ def label_names(labels: list[Any]) -> list[str]:
     return [str(v) for v in sorted(distinct, key=float if numeric else str)]
 
 
+def indexed(names: list[str], labels: dict[str, list[Any]]) -> dict[str, list[int]]:
+    """Each split's labels as indices into ``names`` (the training split's classes); a label of val or
+    test that the training rows never have is refused, naming it."""
+    index = {name: i for i, name in enumerate(names)}
+    for split, split_labels in labels.items():
+        unknown = sorted({str(y) for y in split_labels} - set(index))
+        if unknown:
+            raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
+                             f"(those are {names[:10]})")
+    return {split: [index[str(y)] for y in split_labels] for split, split_labels in labels.items()}
+
+
+def check_tokenizer(tokenizer: str) -> None:
+    """``data.tokenizer`` is ``wordpiece`` or a folder (a missing one is refused, naming it)."""
+    if tokenizer != "wordpiece" and not Path(tokenizer).expanduser().is_dir():
+        raise ValueError(f"data.tokenizer={tokenizer}: expected wordpiece, or a folder holding a tokenizer.json")
+
+
+def own_tokenizer(kind: str, texts: list[str], vocab_size: int) -> HFTokenizer:
+    """WordPiece with ``vocab_size`` entries learnt from ``texts`` (case kept), or the folder ``kind``
+    (``data.tokenizer``) names."""
+    if kind != "wordpiece":
+        return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
+    return HFTokenizer.train_wordpiece(texts, vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+
+
 def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, length: int,
                 double_sep: bool = False) -> tuple[list[int], list[int]]:
     """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` cut to ``length`` ids (the longer text loses
@@ -87,20 +113,6 @@ def encode_pair(first: list[int], second: list[int] | None, cls: int, sep: int, 
         ids += [sep] * double_sep + [*second, sep]
         segments += [0] * double_sep + [1] * (len(second) + 1)
     return ids, segments
-
-
-def check_tokenizer(kind: str) -> None:
-    """Refuse a ``data.tokenizer`` that is neither ``wordpiece`` nor a folder."""
-    if kind != "wordpiece" and not Path(kind).expanduser().is_dir():
-        raise ValueError(f"data.tokenizer={kind}: expected wordpiece, or a folder holding a tokenizer.json")
-
-
-def own_tokenizer(kind: str, texts: list[str], vocab_size: int) -> HFTokenizer:
-    """A data module's own tokenizer (``data.tokenizer=kind``): WordPiece learnt from ``texts`` (case
-    kept; ``vocab_size`` entries, the roles' tokens first), or the folder ``kind`` names."""
-    if kind != "wordpiece":
-        return HFTokenizer.from_pretrained_dir(Path(kind).expanduser())
-    return HFTokenizer.train_wordpiece(texts, vocab_size, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
 
 
 def pair_ids(data: ZooDataModule) -> tuple[int, int, int, bool]:
@@ -230,15 +242,8 @@ class LabelledText(ZooDataModule):
         if self.columns[2] is None:
             raise ValueError("data.label=null: a classifier needs labels; name their column, e.g. data.label=label")
         names = label_names([y for *_, y in rows["train"]])
-        index = {name: i for i, name in enumerate(names)}
-        out = {}
-        for split, split_rows in rows.items():
-            unknown = sorted({str(y) for *_, y in split_rows} - set(index))
-            if unknown:
-                raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
-                                 f"(those are {names[:10]})")
-            out[split] = torch.tensor([index[str(y)] for *_, y in split_rows])
-        return names, out
+        indices = indexed(names, {split: [y for *_, y in split_rows] for split, split_rows in rows.items()})
+        return names, {split: torch.tensor(split_indices) for split, split_indices in indices.items()}
 
     def scores(self, rows: dict[str, list[Row]]) -> dict[str, Tensor]:
         """Each split's labels as float scores (a regression's, a pair's similarity)."""

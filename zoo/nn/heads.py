@@ -69,11 +69,13 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(x))))
 
 
-POOLS = ("cls", "mean", "cls_mean")
+POOLS = ("cls", "mean", "cls_mean", "tokens")
 
 
 class ClassifierHead(nn.Module):
-    """Vectors (B, L, D) -> class logits (B, num_classes): a linear layer on one pooled vector.
+    """Vectors (B, L, D) -> class logits (B, num_classes): a linear layer on one pooled vector, or
+    (B, L, num_classes) with ``pool="tokens"``: no pooling, every position classified (token
+    classification, as Hugging Face's ``*ForTokenClassification``: dropout, then the linear layer).
 
     ``pool="cls"`` reads the first token (ViT's CLS, BERT's [CLS]); ``pool="mean"``
     averages the tokens after the first ``prefix_tokens`` (the CLS is not an image
@@ -99,8 +101,10 @@ class ClassifierHead(nn.Module):
         self.proj = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        """(B, L, D) -> (B, num_classes)."""
-        if self.pool == "cls":
+        """(B, L, D) -> (B, num_classes), or (..., D) -> (..., num_classes) for ``pool="tokens"``."""
+        if self.pool == "tokens":
+            pooled = x
+        elif self.pool == "cls":
             pooled = x[:, 0]
         else:
             mean = x[:, self.prefix_tokens:].mean(dim=1)

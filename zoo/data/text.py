@@ -153,6 +153,15 @@ def column_texts(rows, column: str, where: Path) -> list[str]:
     return texts
 
 
+def cache_name(name: str, salt: str, texts: list[str]) -> str:
+    """``name-HASH.json``, the file a tokenizer trained on ``texts`` is cached in: the hash holds
+    everything the vocabulary depends on (``name``, ``salt``, the texts), so an edited file is a new one."""
+    digest = hashlib.sha256(f"{name}{salt}".encode())
+    for text in texts:
+        digest.update(len(text).to_bytes(8, "little") + text.encode())
+    return f"{name}-{digest.hexdigest()[:16]}.json"
+
+
 # --- splits -----------------------------------------------------------------------------------
 
 def hold_out(documents: list[str], fractions: dict[str, float], seed: int, source: str) -> dict[str, list[str]]:
@@ -313,11 +322,7 @@ class TextData(ZooDataModule):
         if self.tokenizer_kind not in TRAINED:
             return HFTokenizer.from_pretrained_dir(Path(self.tokenizer_kind).expanduser())
         train = documents["train"]
-        # The cache's name holds everything the vocabulary depends on: an edited file is a new tokenizer.
-        digest = hashlib.sha256(f"{self.tokenizer_kind}{self.vocab_size}{roles}".encode())
-        for doc in train:
-            digest.update(len(doc).to_bytes(8, "little") + doc.encode())
-        path = self.cache_dir / "text" / f"{self.tokenizer_kind}{self.vocab_size}-{digest.hexdigest()[:16]}.json"
+        path = self.cache_dir / "text" / cache_name(f"{self.tokenizer_kind}{self.vocab_size}", str(roles), train)
         if self.tokenizer_kind == "bpe":
             return train_bpe(train, self.vocab_size, path, [*roles, "<unk>"])
         if path.exists():

@@ -168,7 +168,8 @@ def with_template(tokenizer: CharTokenizer | HFTokenizer | WordTokenizer, folder
         roles = {role: token for role in ("bos", "eos") if (token := getattr(fast, f"{role}_token", None))}
     hf = tokenizer if isinstance(tokenizer, HFTokenizer) else HFTokenizer(backend(tokenizer))
     roles = {**hf.roles, **roles}
-    roles.setdefault("eos", first_token(hf, [EOS, *END_OF_TEXT], "end-of-text", folder or "data.tokenizer"))
+    if "eos" not in roles:
+        roles["eos"] = first_token(hf, [EOS, *END_OF_TEXT], "end-of-text", folder or "data.tokenizer")
     chosen = TEMPLATES[template] if template else own or TEMPLATES["alpaca"]
     return HFTokenizer(hf.tokenizer, roles, chosen)
 

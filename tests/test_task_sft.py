@@ -192,3 +192,20 @@ def test_qwen3_sft_on_gsm8k_learns_its_responses_and_zoo_eval_reports_them(tmp_p
     run_train(lora, tmp_path / "data", "model=qwen3", "task=sft", "data=gsm8k", "trainer.max_steps=4", *TINY_QWEN3,
               f"model.init_from={ckpt}", "model.lora={r: 4, alpha: 8, targets: [q, v]}")
     assert "LoRA" in (lora / "train.log").read_text()
+
+
+def test_task_sft_on_data_without_prompts_is_refused():
+    """task=sft over data=text (a char tokenizer, no chat template) is refused as the model is built."""
+    from hydra.errors import InstantiationException
+    from omegaconf import open_dict
+
+    from zoo.data.tokenizers import CharTokenizer
+    from zoo.train.run import objective
+
+    cfg = compose_config(["model=qwen3", "task=sft", "data=text", "model.net.n_layers=1"])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": 40}
+    with pytest.raises(InstantiationException) as refused:  # (zoo's commands print the error it wraps)
+        objective(cfg, CharTokenizer("abc", ("<|endoftext|>",)).state())
+    assert "task=sft trains on prompt / response rows" in str(refused.value.__cause__)
+    assert "data=instructions" in str(refused.value.__cause__)

@@ -34,6 +34,21 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def write_gsm8k(data: Path) -> None:
+    """GSM8K's layout under a data folder: downstream/gsm8k/{train,test}.jsonl of short sums."""
+    write_rows(data / "downstream" / "gsm8k" / "train.jsonl", QA)
+    write_rows(data / "downstream" / "gsm8k" / "test.jsonl", QA[:16])
+
+
+def write_gpteacher(data: Path) -> None:
+    """GPTeacher Codegen's layout: one JSON list of {instruction, input, response}."""
+    rows = [{"instruction": f"Print {a}", "input": "" if a % 2 else "in Python", "response": f"print({a})"}
+            for a in range(40)]
+    folder = data / "downstream" / "gpteacher_codegen"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "codegen-instruct.json").write_text(json.dumps(rows, indent=4))
+
+
 def instructions(tmp_path: Path, source: Path, **kwargs) -> Instructions:
     data = Instructions(str(tmp_path), str(tmp_path / "cache"), batch_size=2, block_size=kwargs.pop("block_size", 96),
                         source=str(source), vocab_size=kwargs.pop("vocab_size", 320), **kwargs)
@@ -109,14 +124,17 @@ def test_a_folders_chat_template_is_used_and_travels_with_the_tokenizer(tmp_path
     assert targets[:8] == [IGNORE] * 8 and targets[8] == inputs[9]  # "assistant\n" is the prompt's end
 
 
-def test_generate_chat_formats_a_prompt_as_the_training_rows(tmp_path):
-    """chat_prompt_ids (zoo generate chat=true, the run's sample) is what training fed before a response."""
-    data = instructions(tmp_path, write_rows(tmp_path / "train.jsonl", QA))
+@pytest.mark.parametrize("template, prompt_end", [("alpaca", "### Response:\n"), ("plain", "\nassistant:")])
+def test_generate_chat_formats_a_prompt_as_the_training_rows(tmp_path, template, prompt_end):
+    """chat_prompt_ids (zoo generate chat=true, the run's sample) is what training fed before a
+    response, the response starting a token (the named templates' prompts end between tokens)."""
+    data = instructions(tmp_path, write_rows(tmp_path / "train.jsonl", QA), template=template)
     messages = [{"role": "user", "content": QA[5]["question"]}, {"role": "assistant", "content": QA[5]["answer"]}]
     ids, response = example(data.tokenizer, messages)
     prompt = chat_prompt_ids(data.tokenizer, QA[5]["question"])
     assert ids[: len(prompt)] == prompt and not any(response[: len(prompt)]) and all(response[len(prompt):])
-    assert data.tokenizer.decode(prompt).endswith("### Response:\n")
+    assert data.tokenizer.decode(prompt).endswith(prompt_end)
+    assert data.tokenizer.decode(ids[len(prompt):]).strip() == QA[5]["answer"]
     assert render(data.tokenizer.chat_template, data.tokenizer.roles, messages[:1], True) in data.tokenizer.decode(ids)
 
 
@@ -173,9 +191,7 @@ def test_qwen3_sft_on_gsm8k_learns_its_responses_and_zoo_eval_reports_them(tmp_p
     """python train.py model=qwen3 task=sft data=gsm8k on GSM8K-format rows: the response-token loss
     falls; zoo eval reports it on the test split; zoo generate chat=true answers a question in the
     template; the run trains on under LoRA (model.lora=) from its checkpoint."""
-    gsm8k = tmp_path / "data" / "downstream" / "gsm8k"
-    write_rows(gsm8k / "train.jsonl", QA)
-    write_rows(gsm8k / "test.jsonl", QA[:16])
+    write_gsm8k(tmp_path / "data")
     run = tmp_path / "run"
     run_train(run, tmp_path / "data", "model=qwen3", "task=sft", "data=gsm8k", "trainer.max_steps=40", *TINY_QWEN3)
     rows = list(csv.DictReader(open(run / "metrics.csv")))

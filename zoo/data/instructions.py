@@ -37,7 +37,10 @@ FORMATS = {
 ROLES = ("system", "user", "assistant")
 # The named default templates (data.template=NAME), used where the tokenizer has no chat template of
 # its own. alpaca: Stanford Alpaca's prompt (the preamble, or the conversation's system message, then
-# "### Instruction:" / "### Response:" per turn), each response closed by the end-of-text token.
+# "### Instruction:" / "### Response:" per turn), each response closed by the end-of-text token;
+# plain: each turn "role: content" and a newline, a response closed by the end-of-text token instead:
+# a few tokens of prompt, for small contexts. Its generation prompt ends at "assistant:", the space
+# going with the response's first word (as a BPE tokenizes " word"), so the response starts a token.
 TEMPLATES = {
     "alpaca": (
         "{%- if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}"
@@ -48,6 +51,11 @@ TEMPLATES = {
         "{{ '\\n\\n### Instruction:\\n' + message['content'] + '\\n\\n### Response:\\n' }}"
         "{%- else %}{{ message['content'] + eos_token }}{% endif %}"
         "{%- endfor %}"
+    ),
+    "plain": (
+        "{%- for message in messages %}{{ message['role'] + ': ' + message['content'] }}"
+        "{{- eos_token if message['role'] == 'assistant' else '\\n' }}{% endfor %}"
+        "{%- if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"
     ),
 }
 EOS = "<|endoftext|>"  # the end of a response in a tokenizer trained here (data.tokenizer=bpe)

@@ -142,6 +142,8 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
             "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
 # labelled rows: task=classify's (an encoder's config; the task changes no data key)
 MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
+# prompt / response rows: task=sft's (a decoder's config; the task changes no data key)
+MODEL_OF |= {"instructions": "qwen3", "gsm8k": "qwen3", "gpteacher_codegen": "qwen3"}
 
 
 def test_every_data_config_is_paired_above():

@@ -138,7 +138,8 @@ def test_generate_chat_formats_a_prompt_as_the_training_rows(tmp_path, template,
     assert render(data.tokenizer.chat_template, data.tokenizer.roles, messages[:1], True) in data.tokenizer.decode(ids)
 
 
-@pytest.mark.parametrize("setting, named", [({"pack": True}, "data.pack=true"), ({"format": "chat"}, "data.format=chat"),
+@pytest.mark.parametrize("setting, named", [({"pack": True}, "data.pack=true"),
+                                            ({"format": "chat"}, "data.format=chat"),
                                             ({"template": "vicuna"}, "data.template=vicuna")])
 def test_bad_settings_are_refused_in_one_line(tmp_path, setting, named):
     with pytest.raises(ValueError) as refused:
@@ -162,7 +163,8 @@ def test_task_sft_keeps_the_decoder_and_pretrain_is_unchanged():
 
 @pytest.mark.parametrize("arguments, named", [
     (["model=bert", "task=sft", "data=gsm8k"], ["task=sft", "model=bert", "NextTokenLM", "decoder family"]),
-    (["model=vit", "task=sft", "data=gsm8k"], ["task=sft", "model=vit", "Classification", "ImageLabels", "NextTokenLM"]),
+    (["model=vit", "task=sft", "data=gsm8k"],
+     ["task=sft", "model=vit", "Classification", "ImageLabels", "NextTokenLM"]),
     (["model=gpt", "task=classify", "data=sst2"], ["task=classify", "model=gpt", "NextTokenLM", "encoder family"]),
 ])
 def test_impossible_pairs_are_refused_in_one_line_naming_both_sides(arguments, named, tmp_path):

@@ -57,7 +57,8 @@ def main(cfg: DictConfig) -> None:
                          f"one token (the default is a newline)")
     prompt = torch.tensor([ids] * cfg.num_samples, device=device)
     out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
-                   top_p=cfg.top_p, use_cache=cfg.use_cache, show_progress=True, eos_id=tokenizer.eos_id if cfg.chat else None,
+                   top_p=cfg.top_p, use_cache=cfg.use_cache, show_progress=True,
+                   eos_id=tokenizer.eos_id if cfg.chat else None,
                    generator=torch.Generator(device=device).manual_seed(cfg.seed))
     for row in out.tolist():
         print(tokenizer.decode(row))

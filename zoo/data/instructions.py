@@ -24,7 +24,7 @@ from torch.utils.data import Dataset
 from zoo.convert.hub import resolve
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import IGNORE, TokenWindows
-from zoo.data.text import ROW_FORMATS, cache_name, hold_out, load_rows, locate
+from zoo.data.text import ROW_FORMATS, cache_name, load_rows, read_splits, row_sources
 from zoo.data.tokenizers import CharTokenizer, HFTokenizer, WordTokenizer, backend, first_token, train_bpe
 from zoo.data.wikitext import END_OF_TEXT
 
@@ -262,10 +262,8 @@ class Instructions(ZooDataModule):
         if template is not None and template not in TEMPLATES:
             raise ValueError(f"data.template={template}: expected one of {', '.join(TEMPLATES)}, or null (the "
                              f"tokenizer's own chat template, else alpaca)")
-        self.sources = {"train": locate(str(source), self.data_dir)}
-        self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
-        self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
-                          if split not in self.sources}
+        self.sources, self.fractions = row_sources(source, val, test, {"val": val_fraction, "test": test_fraction},
+                                                   self.data_dir)
         self.format, self.template, self.seed = format, template, seed
         self.tokenizer_kind, self.vocab_size, self.block_size = tokenizer, vocab_size, block_size
         self.splits: dict[str, Examples] = {}
@@ -274,15 +272,8 @@ class Instructions(ZooDataModule):
     def read(self) -> dict[str, list[Conversation]]:
         """Every split's conversations: read from its source, or held out of the training rows."""
         cache = self.cache_dir / "instructions"
-        rows = {split: read_conversations(s, f"data.{'source' if split == 'train' else split}", self.format, cache)
-                for split, s in self.sources.items()}
-        if self.fractions:
-            if len(rows["train"]) < 3:
-                raise ValueError(f"data.source={self.sources['train']} holds {len(rows['train'])} row(s), too few to "
-                                 f"hold out {sorted(self.fractions)}: give more rows, or data.val= and data.test=")
-            held = hold_out(list(range(len(rows["train"]))), self.fractions, self.seed, self.sources["train"])
-            rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *self.fractions)}
-        return rows
+        return read_splits(self.sources, self.fractions, self.seed,
+                           lambda source, key: read_conversations(source, key, self.format, cache))
 
     def own_tokenizer(self, train: list[Conversation]) -> HFTokenizer:
         """BPE learnt from the training conversations as the template formats them (cached by their

@@ -18,7 +18,7 @@ import glob
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
@@ -194,6 +194,29 @@ def hold_out(documents: list[str], fractions: dict[str, float], seed: int, sourc
         raise ValueError(f"data.source={source} holds too little text to hold out {sorted(fractions)} ({empty} would "
                          f"be empty): give more text, or data.val= and data.test= sources")
     return out
+
+
+def row_sources(source: str, val: str | None, test: str | None, fractions: dict[str, float],
+                data_dir: Path) -> tuple[dict[str, str], dict[str, float]]:
+    """The rows file of each split that has one (``source`` trains; :func:`locate`d under ``data_dir``),
+    and the ``fractions`` (``{"val": 0.1, "test": 0.1}``) of those without one, to hold out of training."""
+    sources = {"train": locate(str(source), data_dir)}
+    sources |= {split: locate(str(s), data_dir) for split, s in (("val", val), ("test", test)) if s}
+    return sources, {split: f for split, f in fractions.items() if split not in sources}
+
+
+def read_splits(sources: dict[str, str], fractions: dict[str, float], seed: int,
+                read: Callable[[str, str], list]) -> dict[str, list]:
+    """Every split's rows: ``read(source, key)`` of its source (``key`` the config key naming it), or
+    the ``fractions`` of the training rows held out (:func:`hold_out`, drawn by ``seed``)."""
+    rows = {split: read(s, f"data.{'source' if split == 'train' else split}") for split, s in sources.items()}
+    if fractions:
+        if len(rows["train"]) < 3:
+            raise ValueError(f"data.source={sources['train']} holds {len(rows['train'])} row(s), too few to "
+                             f"hold out {sorted(fractions)}: give more rows, or data.val= and data.test=")
+        held = hold_out(list(range(len(rows["train"]))), fractions, seed, sources["train"])
+        rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *fractions)}
+    return rows
 
 
 # --- windows ----------------------------------------------------------------------------------

@@ -51,8 +51,8 @@ class NextTokenLM(Objective):
         self.sample_prompt, self.sample_tokens, self.aux_loss_coef = sample_prompt, sample_tokens, aux_loss_coef
         self.sample_chat = sample_chat
         if sample_chat and self.hparams.tokenizer is not None and not self.hparams.tokenizer.get("chat_template"):
-            raise ValueError("task=sft trains on prompt / response rows, and this data's tokenizer has no chat template "
-                             "to format them: use data=instructions (your rows), gsm8k or gpteacher_codegen")
+            raise ValueError("task=sft trains on prompt / response rows, and this data's tokenizer has no chat "
+                             "template to format them: use data=instructions (your rows), gsm8k or gpteacher_codegen")
         self.routed = RouterLogits(self.net)
 
     def logits_and_loss(self, inputs: torch.Tensor, targets: torch.Tensor,
@@ -118,7 +118,8 @@ class NextTokenLM(Objective):
             return
         tokenizer = tokenizer_from_state(self.hparams.tokenizer)
         chat = self.sample_chat and self.sample_prompt is not None
-        ids = chat_prompt_ids(tokenizer, self.sample_prompt) if chat else sample_prompt_ids(tokenizer, self.sample_prompt)
+        prompt_ids = chat_prompt_ids if chat else sample_prompt_ids
+        ids = prompt_ids(tokenizer, self.sample_prompt)
         if not ids:  # e.g. a prompt of spaces under a WordPiece tokenizer (data=wikitext)
             rank_zero_warn(f"model.sample_prompt={self.sample_prompt!r} is no token for this tokenizer: no sample "
                            f"is written (give a prompt of words)")

@@ -148,6 +148,8 @@ MODEL_OF |= {"audio": "whisper"}  # your recordings from a manifest
 MODEL_OF |= {"squad": "bert"}  # task=qa's SQuAD-format questions
 # tagged sentences: task=tag's (likewise)
 MODEL_OF |= {"conll": "roberta", "conll2003": "roberta"}
+# prompt / response rows: task=sft's (a decoder's config; the task changes no data key)
+MODEL_OF |= {"instructions": "qwen3", "gsm8k": "qwen3", "gpteacher_codegen": "qwen3"}
 
 
 def test_every_data_config_is_paired_above():

@@ -93,6 +93,7 @@ NOT_COVERED = {"bert_classifier", "roberta_classifier", "distilbert_classifier"}
 # the bare encoders (task=embed): their import is the base family's too, their config its config
 NOT_COVERED |= {"bert_model", "roberta_model", "distilbert_model"}
 NOT_COVERED |= {"bert_qa", "roberta_qa", "distilbert_qa"}  # the *ForQuestionAnswering exports (task=qa), likewise
+NOT_COVERED |= {"bert_tagger", "roberta_tagger", "distilbert_tagger"}  # the *ForTokenClassification exports (task=tag), likewise
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)

@@ -205,6 +205,22 @@ def _tokens(data: Path) -> list[str]:
     return [f"data.source={prepare(_text(data)[0].split('=', 1)[1], data / 'shards')}"]
 
 
+def _instructions(data: Path) -> list[str]:
+    from test_task_sft import QA, write_rows
+    return [f"data.source={write_rows(data / 'rows.jsonl', QA)}", *INSTRUCTIONS]
+
+
+def _gsm8k(data: Path) -> None:
+    from test_task_sft import write_gsm8k
+    write_gsm8k(data)
+
+
+def _gpteacher(data: Path) -> None:
+    from test_task_sft import write_gpteacher
+    write_gpteacher(data)
+
+
+INSTRUCTIONS = ["data.vocab_size=300", "data.template=plain"]  # a prompt of a few tokens: contexts of 32
 SMALL = ["data.train_size=8", "data.val_size=4", "data.test_size=4"]
 DATA: dict[str, Callable[[Path], list[str]]] = {
     "tinyshakespeare": _files(write_shakespeare, "data.check=false", "data.val_batches=1"),
@@ -227,6 +243,9 @@ DATA: dict[str, Callable[[Path], list[str]]] = {
     "moving_shapes": _generated(*SMALL),
     "ucf101": _files(_ucf101, "data.val_groups=1"),
     "shapes_detection": _generated(*SMALL),
+    "instructions": _instructions,
+    "gsm8k": _files(_gsm8k, *INSTRUCTIONS),
+    "gpteacher_codegen": _files(_gpteacher, *INSTRUCTIONS),
     "coco": _files(_coco, "data.image_size=32", "data.max_objects=4", "data.val_size=2", "data.num_workers=0"),
 }
 COMMON = ["trainer=cpu", "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1",

@@ -2,6 +2,7 @@
 Llama), decoding with the KV cache.
 
     python -m zoo generate ckpt=outputs/train/<run>/checkpoints/last.ckpt prompt="ROMEO:" temperature=0.8 top_k=200
+    python -m zoo generate ckpt=...  prompt="What is 12 + 30?" chat=true   # a task=sft run: a user turn, answered
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from zoo.data.checks import positive_int
+from zoo.data.instructions import chat_prompt_ids
 from zoo.data.tokenizers import tokenizer_from_state
 from zoo.inference.device import check_device
 from zoo.models.sampling import check_sampling, generate
@@ -46,13 +48,17 @@ def main(cfg: DictConfig) -> None:
     if objective.hparams.tokenizer is None:
         raise ValueError(f"{cfg.ckpt} stores no tokenizer: it was not trained on text")
     tokenizer = tokenizer_from_state(objective.hparams.tokenizer)
-    ids = tokenizer.encode(cfg.prompt)
+    if cfg.chat and not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"chat=true: {cfg.ckpt}'s tokenizer has no chat template (it was not trained with task=sft): "
+                         f"give chat=false to continue the prompt as it is")
+    ids = chat_prompt_ids(tokenizer, cfg.prompt) if cfg.chat else tokenizer.encode(cfg.prompt)
     if not ids:
         raise ValueError(f"prompt={cfg.prompt!r} holds no token: zoo generate continues a prompt of at least "
                          f"one token (the default is a newline)")
     prompt = torch.tensor([ids] * cfg.num_samples, device=device)
     out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
                    top_p=cfg.top_p, use_cache=cfg.use_cache, show_progress=True,
+                   eos_id=tokenizer.eos_id if cfg.chat else None,
                    generator=torch.Generator(device=device).manual_seed(cfg.seed))
     for row in out.tolist():
         print(tokenizer.decode(row))

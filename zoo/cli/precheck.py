@@ -216,11 +216,16 @@ def check_task(cfg: DictConfig, model: str) -> None:
         return
     import hydra
 
-    own, other = hydra.utils.get_class(cfg.model._target_), hydra.utils.get_class(wanted)
-    raise ValueError(f"task={task.name}: model={model} is a {own.__name__} family ({' or '.join(t.__name__ for t in own.accepted(cfg.model))} "
-                     f"batches) with no {task.name} head; task={task.name} trains a {other.__name__} on "
-                     f"{' or '.join(t.__name__ for t in other.accepted(cfg.model))} batches: pick an encoder family (bert, roberta, "
-                     f"distilbert, ...)")
+    other = hydra.utils.get_class(wanted)
+    if cfg.model.get("_target_") is None:  # an encoder family without conf/objective/encoder/<task>.yaml
+        family = f"model={model} is a family"
+    else:
+        own = hydra.utils.get_class(cfg.model._target_)
+        family = (f"model={model} is a {own.__name__} family "
+                  f"({' or '.join(t.__name__ for t in own.accepted(cfg.model))} batches)")
+    raise ValueError(f"task={task.name}: {family} with no {task.name} head; task={task.name} trains a {other.__name__} on "
+                     f"{' or '.join(t.__name__ for t in other.accepted(cfg.model))} batches: pick "
+                     f"{task.get('families', 'an encoder family (bert, roberta, distilbert, ...)')}")
 
 
 def check(command: str, config: str, arguments: list[str]) -> None:

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.base import ZooDataModule
 from zoo.data.batches import TextLabels, TextPairs
-from zoo.data.text import ROW_FORMATS, hold_out, is_saved_dataset, load_rows, locate
+from zoo.data.text import ROW_FORMATS, is_saved_dataset, load_rows, read_splits, row_sources
 from zoo.data.tokenizers import HFTokenizer
 
 # Role tokens, Hugging Face's names first: BERT's WordPiece, then RoBERTa's BPE.
@@ -207,10 +207,8 @@ class LabelledText(ZooDataModule):
         if quoting not in QUOTING:
             raise ValueError(f"data.quoting={quoting}: expected one of {', '.join(QUOTING)}")
         check_tokenizer(tokenizer)
-        self.sources = {"train": locate(str(source), self.data_dir)}
-        self.sources |= {split: locate(str(s), self.data_dir) for split, s in (("val", val), ("test", test)) if s}
-        self.fractions = {split: f for split, f in (("val", val_fraction), ("test", test_fraction))
-                          if split not in self.sources}
+        self.sources, self.fractions = row_sources(source, val, test, {"val": val_fraction, "test": test_fraction},
+                                                   self.data_dir)
         self.columns = (column, text_pair, label)
         self.regression, self.quoting, self.seed = regression, quoting, seed
         self.tokenizer_kind, self.vocab_size, self.block_size = tokenizer, vocab_size, block_size
@@ -220,15 +218,8 @@ class LabelledText(ZooDataModule):
     def read(self) -> dict[str, list[Row]]:
         """Every split's rows: read from its source, or held out of the training rows."""
         cache = self.cache_dir / "labelled"
-        rows = {split: read_rows(s, f"data.{'source' if split == 'train' else split}", self.columns, self.quoting, cache)
-                for split, s in self.sources.items()}
-        if self.fractions:
-            if len(rows["train"]) < 3:
-                raise ValueError(f"data.source={self.sources['train']} holds {len(rows['train'])} row(s), too few to "
-                                 f"hold out {sorted(self.fractions)}: give more rows, or data.val= and data.test=")
-            held = hold_out(list(range(len(rows["train"]))), self.fractions, self.seed, self.sources["train"])
-            rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *self.fractions)}
-        return rows
+        return read_splits(self.sources, self.fractions, self.seed,
+                           lambda source, key: read_rows(source, key, self.columns, self.quoting, cache))
 
     def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
         """WordPiece learnt from the training texts, or the folder ``data.tokenizer`` names."""

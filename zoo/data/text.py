@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
@@ -229,6 +229,15 @@ def stream_rows(source: str, split: str, key: str, column: str, cache_dir: Path)
     return rows, column if builder != "text" else "text"
 
 
+def cache_name(name: str, salt: str, texts: Iterable[str]) -> str:
+    """``name-HASH.json``, the file a tokenizer trained on ``texts`` is cached in: the hash holds
+    everything the vocabulary depends on (``name``, ``salt``, the texts), so an edited file is a new one."""
+    digest = hashlib.sha256(f"{name}{salt}".encode())
+    for text in texts:
+        digest.update(len(text).to_bytes(8, "little") + text.encode())
+    return f"{name}-{digest.hexdigest()[:16]}.json"
+
+
 # --- splits -----------------------------------------------------------------------------------
 
 def held_out(n: int, fractions: dict[str, float], seed: int) -> dict[str, list[int]] | None:
@@ -279,6 +288,29 @@ def hold_out(documents: list, fractions: dict[str, float], seed: int, source: st
     return out
 
 
+def row_sources(source: str, val: str | None, test: str | None, fractions: dict[str, float],
+                data_dir: Path) -> tuple[dict[str, str], dict[str, float]]:
+    """The rows file of each split that has one (``source`` trains; :func:`locate`d under ``data_dir``),
+    and the ``fractions`` (``{"val": 0.1, "test": 0.1}``) of those without one, to hold out of training."""
+    sources = {"train": locate(str(source), data_dir)}
+    sources |= {split: locate(str(s), data_dir) for split, s in (("val", val), ("test", test)) if s}
+    return sources, {split: f for split, f in fractions.items() if split not in sources}
+
+
+def read_splits(sources: dict[str, str], fractions: dict[str, float], seed: int,
+                read: Callable[[str, str], list]) -> dict[str, list]:
+    """Every split's rows: ``read(source, key)`` of its source (``key`` the config key naming it), or
+    the ``fractions`` of the training rows held out (:func:`hold_out`, drawn by ``seed``)."""
+    rows = {split: read(s, f"data.{'source' if split == 'train' else split}") for split, s in sources.items()}
+    if fractions:
+        if len(rows["train"]) < 3:
+            raise ValueError(f"data.source={sources['train']} holds {len(rows['train'])} row(s), too few to "
+                             f"hold out {sorted(fractions)}: give more rows, or data.val= and data.test=")
+        held = hold_out(list(range(len(rows["train"]))), fractions, seed, sources["train"])
+        rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *fractions)}
+    return rows
+
+
 # --- tokenizers -------------------------------------------------------------------------------
 
 def tokenizer_choice(tokenizer: str) -> str:
@@ -310,10 +342,7 @@ def learnt_tokenizer(kind: str, texts: Iterable[str], vocab_size: int, roles: tu
     """``bpe`` or ``wordpiece`` with ``vocab_size`` entries learnt from ``texts``, cached in folder
     ``cache`` in a file named by the SHA-256 of the texts and the settings: an edited file is a new
     tokenizer, never a stale one."""
-    digest = hashlib.sha256(f"{kind}{vocab_size}{roles}".encode())
-    for text in texts:
-        digest.update(len(text).to_bytes(8, "little") + text.encode())
-    path = cache / f"{kind}{vocab_size}-{digest.hexdigest()[:16]}.json"
+    path = cache / cache_name(f"{kind}{vocab_size}", str(roles), texts)
     if kind == "bpe":
         return train_bpe(texts, vocab_size, path, [*roles, "<unk>"])
     if path.exists():

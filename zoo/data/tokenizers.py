@@ -66,17 +66,19 @@ class HFTokenizer:
 
     ``roles`` name the tokens a data pipeline places by role (``{"pad": "<pad>", "eos":
     "</s>", "image": "<image>"}``: the vision-language data's), read as ``pad_id``,
-    ``eos_id``, ``image_id`` like :class:`WordTokenizer`'s; they travel in the state.
+    ``eos_id``, ``image_id`` like :class:`WordTokenizer`'s; they travel in the state, as does
+    ``chat_template`` (the Jinja template instruction data formats conversations with,
+    :mod:`zoo.data.instructions`), so that a checkpoint's generate and eval format them alike.
     """
 
-    def __init__(self, tokenizer: Tokenizer, roles: dict[str, str] | None = None):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer: Tokenizer, roles: dict[str, str] | None = None, chat_template: str | None = None):
+        self.tokenizer, self.chat_template = tokenizer, chat_template
         self.roles = dict(roles or {})
         for role, token in self.roles.items():
             self.token_id(token)  # present, or a KeyError that names it
 
     def with_roles(self, **roles: str) -> "HFTokenizer":
-        return HFTokenizer(self.tokenizer, {**self.roles, **roles})
+        return HFTokenizer(self.tokenizer, {**self.roles, **roles}, self.chat_template)
 
     def _role_id(self, role: str) -> int:
         if role not in self.roles:
@@ -166,22 +168,31 @@ class HFTokenizer:
         return self.tokenizer.decode(ids)
 
     def state(self) -> dict:
-        return {"kind": "hf", "json": self.tokenizer.to_str(), **({"roles": self.roles} if self.roles else {})}
+        return {"kind": "hf", "json": self.tokenizer.to_str(), **({"roles": self.roles} if self.roles else {}),
+                **({"chat_template": self.chat_template} if self.chat_template else {})}
 
 
-def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: Iterable[str]) -> HFTokenizer:
+def train_bpe(texts: list[str], vocab_size: int, cache: Path, special_tokens: Iterable[str],
+              byte_level: bool = False) -> HFTokenizer:
     """A BPE tokenizer trained on ``texts`` (Metaspace pre-tokenizer: decoding restores the
     spaces, so decoded output is detokenized text), cached as JSON at ``cache`` (:func:`cached_tokenizer`). The
-    ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them."""
+    ``special_tokens`` take the first ids, in order; ``<unk>`` must be among them. ``byte_level``: GPT-2's
+    byte-level BPE instead (no unknown character; a newline and a word are never one token, so a
+    prompt's end and a response's start fall between tokens), its 256 bytes within ``vocab_size``."""
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
     def train() -> HFTokenizer:
-        tok = Tokenizer(models.BPE(unk_token="<unk>"))
-        tok.normalizer = normalizers.NFKC()
-        tok.pre_tokenizer = pre_tokenizers.Metaspace()
-        tok.decoder = decoders.Metaspace()
+        tok = Tokenizer(models.BPE(unk_token=None if byte_level else "<unk>"))
+        if byte_level:
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tok.decoder = decoders.ByteLevel()
+        else:
+            tok.normalizer = normalizers.NFKC()
+            tok.pre_tokenizer = pre_tokenizers.Metaspace()
+            tok.decoder = decoders.Metaspace()
+        alphabet = pre_tokenizers.ByteLevel.alphabet() if byte_level else []
         tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
-                                                           show_progress=on_terminal()))
+                                                           initial_alphabet=alphabet, show_progress=on_terminal()))
         return HFTokenizer(tok)
 
     return cached_tokenizer(cache, train)
@@ -278,7 +289,7 @@ def tokenizer_from_state(state: dict):
     if state.get("kind") == "word":
         return WordTokenizer(state["words"])
     if state.get("kind") == "hf":
-        return HFTokenizer(Tokenizer.from_str(state["json"]), state.get("roles"))
+        return HFTokenizer(Tokenizer.from_str(state["json"]), state.get("roles"), state.get("chat_template"))
     raise ValueError(f"unknown tokenizer kind {state.get('kind')!r} in checkpoint")
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from zoo.data.batches import IGNORE, TokenWindows
+from zoo.data.instructions import chat_prompt_ids
 from zoo.data.tokenizers import present_ids, tokenizer_from_state
 from zoo.data.wikitext import END_OF_TEXT
 from zoo.models.sampling import generate
@@ -38,6 +39,9 @@ class NextTokenLM(Objective):
         sample_prompt / sample_tokens: at the end of training, a sample of this many
             tokens after this prompt is printed and saved to ``samples.txt`` (None: the
             tokenizer's start of a text, see :func:`sample_prompt_ids`).
+        sample_chat: the sample answers ``sample_prompt`` as a user turn in the chat template
+            the data trained with (``task=sft``), stopping at the end of the response; a
+            tokenizer without one (data that are not prompt / response rows) is refused.
         aux_loss_coef: a net with mixture-of-experts layers (Mixtral, Qwen3-MoE) trains on the
             cross-entropy plus this times their load-balancing loss (Hugging Face's
             ``router_aux_loss_coef``), logged as ``train/aux_loss``; ``train/loss`` stays the
@@ -46,10 +50,14 @@ class NextTokenLM(Objective):
 
     accepts = (TokenWindows,)
 
-    def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300,
+    def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300, sample_chat: bool = False,
                  aux_loss_coef: float = 0.001, **kwargs):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens, self.aux_loss_coef = sample_prompt, sample_tokens, aux_loss_coef
+        self.sample_chat = sample_chat
+        if sample_chat and self.hparams.tokenizer is not None and not self.hparams.tokenizer.get("chat_template"):
+            raise ValueError("task=sft trains on prompt / response rows, and this data's tokenizer has no chat "
+                             "template to format them: use data=instructions (your rows), gsm8k or gpteacher_codegen")
         self.routed = RouterLogits(self.net)
 
     def logits_and_loss(self, inputs: torch.Tensor, targets: torch.Tensor,
@@ -114,14 +122,17 @@ class NextTokenLM(Objective):
         if not self.sample_tokens or self.hparams.tokenizer is None:
             return
         tokenizer = tokenizer_from_state(self.hparams.tokenizer)
-        ids = sample_prompt_ids(tokenizer, self.sample_prompt)
+        chat = self.sample_chat and self.sample_prompt is not None
+        prompt_ids = chat_prompt_ids if chat else sample_prompt_ids
+        ids = prompt_ids(tokenizer, self.sample_prompt)
         if not ids:  # e.g. a prompt of spaces under a WordPiece tokenizer (data=wikitext)
             rank_zero_warn(f"model.sample_prompt={self.sample_prompt!r} is no token for this tokenizer: no sample "
                            f"is written (give a prompt of words)")
             return
         prompt = torch.tensor([ids], device=self.device)
         out = generate(self.net, prompt, self.sample_tokens, temperature=0.8, top_k=200,
-                       generator=torch.Generator(device=self.device).manual_seed(0))
+                       generator=torch.Generator(device=self.device).manual_seed(0),
+                       eos_id=tokenizer.eos_id if chat else None)
         text = tokenizer.decode(out[0].tolist())
         print(f"\n--- sample ---\n{text}\n--------------")
         # default_root_dir is the run directory; (trainer.log_dir would be a collective call)

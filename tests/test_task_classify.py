@@ -123,7 +123,7 @@ def test_task_swaps_the_head_and_objective_and_defaults_to_pretraining():
 
 @pytest.mark.parametrize("arguments, named", [
     (["model=vit", "task=classify", "data=sst2"], ["model=vit", "ImageLabels", "data=sst2", "TextLabels"]),
-    (["model=gpt", "task=classify", "data=sst2"], ["task=classify", "model=gpt", "NextTokenLM", "TextLabels"]),
+    (["model=t5", "task=classify", "data=sst2"], ["task=classify", "model=t5", "Seq2Seq", "Classification"]),
     (["model=bert", "task=classify", "data=wikitext"], ["model=bert", "TextLabels", "data=wikitext"]),
     (["model=bert", "data=sst2"], ["model=bert", "MaskedLM", "data=sst2", "TextLabels"]),
 ])

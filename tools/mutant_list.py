@@ -14,6 +14,9 @@ FAMILY_TESTS = {
     "bert_classifier": ["tests/test_task_classify.py"],
     "roberta_classifier": ["tests/test_task_classify.py"],
     "distilbert_classifier": ["tests/test_task_classify.py"],
+    "llama_classifier": ["tests/test_task_classify_decoders.py"],
+    "qwen2_classifier": ["tests/test_task_classify_decoders.py"],
+    "qwen3_classifier": ["tests/test_task_classify_decoders.py"],
     "big_bird": ["tests/test_big_bird.py"],
     "llama": ["tests/test_llama.py"],
     "mistral": ["tests/test_mistral.py"],
@@ -331,6 +334,17 @@ MUTANTS = [
      "families": ["bert_classifier", "roberta_classifier", "distilbert_classifier"],
      "old": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found',
      "new": 'state[f"{HEAD_PREFIX}{zoo}{part}"] = found if part == ".weight" else 0 * found'},
+    {"name": "decoder_classifier_score_from_the_lm_head", "file": "zoo/convert/decoder.py",
+     "families": ["llama_classifier", "qwen2_classifier", "qwen3_classifier"],
+     "old": 'SCORE = {"proj": ("score",)}', "new": 'SCORE = {"proj": ("lm_head",)}'},
+    {"name": "decoder_classifier_export_checks_the_first_token", "file": "zoo/convert/decoder.py",
+     "families": ["llama_classifier", "qwen2_classifier", "qwen3_classifier"],
+     "old": "return hf.score(hf.model(x).last_hidden_state[:, -1])",
+     "new": "return hf.score(hf.model(x).last_hidden_state[:, 0])"},
+    {"name": "classifier_last_pool_reads_the_first_real_token", "file": "zoo/nn/heads.py",
+     "tests": ["tests/test_task_classify_decoders.py"],
+     "old": "(torch.arange(x.shape[1], device=x.device) * padding).argmax(-1)",
+     "new": "padding.long().argmax(-1)"},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

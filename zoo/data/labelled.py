@@ -166,8 +166,7 @@ class LabelledText(ZooDataModule):
 
     def read(self) -> dict[str, list[Row]]:
         """Every split's rows: read from its source, or held out of the training rows."""
-        cache = self.cache_dir / "labelled"
-        rows = {split: read_rows(s, f"data.{'source' if split == 'train' else split}", self.columns, self.quoting, cache)
+        rows = {split: self.rows_of(s, f"data.{'source' if split == 'train' else split}")
                 for split, s in self.sources.items()}
         if self.fractions:
             if len(rows["train"]) < 3:
@@ -176,6 +175,11 @@ class LabelledText(ZooDataModule):
             held = hold_out(list(range(len(rows["train"]))), self.fractions, self.seed, self.sources["train"])
             rows |= {split: [rows["train"][i] for i in held[split]] for split in ("train", *self.fractions)}
         return rows
+
+    def rows_of(self, source: str, key: str) -> list[Row]:
+        """The (text, pair, label) rows of one split's ``source`` (config key ``key``); a named data set
+        whose files have a layout of their own reads them its way (:mod:`zoo.data.downstream`)."""
+        return read_rows(source, key, self.columns, self.quoting, self.cache_dir / "labelled")
 
     def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
         """WordPiece learnt from the training texts (case kept), or the folder ``data.tokenizer`` names."""

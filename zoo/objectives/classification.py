@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from timm.data import Mixup
 from torch import Tensor, nn
-from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+from torchmetrics.classification import (MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score,
+                                         MulticlassMatthewsCorrCoef)
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from zoo.convert.hub import resolve
@@ -63,7 +64,7 @@ class Classification(Objective):
     reads video clips. ``num_classes=1`` is a regression, as Hugging Face's ``num_labels=1``: the
     mean squared error of the one output against float labels.
 
-    Metrics: accuracy and macro F1 (val / test), or Pearson and Spearman correlations for a regression.
+    Metrics: accuracy, macro F1 and Matthews' correlation (val / test), or Pearson and Spearman correlations for a regression.
 
     Args (besides :class:`Objective`'s):
         num_classes: number of classes (the head's width).
@@ -120,12 +121,14 @@ class Classification(Objective):
         self.view_accuracy = nn.ModuleDict({name: MulticlassAccuracy(num_classes, average="micro") for name in test_views})
 
     def _metrics(self, split: str) -> nn.ModuleDict:
-        """A split's metrics: accuracy (and macro F1 past training), or a regression's correlations."""
+        """A split's metrics: accuracy (and macro F1 and Matthews' correlation, CoLA's metric, past
+        training), or a regression's correlations."""
         if self.regression:
             return nn.ModuleDict({} if split == "train" else {"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
         metrics = {"acc": MulticlassAccuracy(self.num_classes, average="micro")}
         return nn.ModuleDict(metrics | ({} if split == "train" else
-                                        {"f1": MulticlassF1Score(self.num_classes, average="macro")}))
+                                        {"f1": MulticlassF1Score(self.num_classes, average="macro"),
+                                         "mcc": MulticlassMatthewsCorrCoef(self.num_classes)}))
 
     def logits(self, batch: ImageLabels | VideoClips | TextLabels) -> Tensor:
         """The network's class logits (B, num_classes) for a batch, in float32."""

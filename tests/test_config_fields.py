@@ -90,6 +90,7 @@ CHEAP = ("llama", "gpt2", "bert")  # the default suite's share (its fields that 
 # the *ForSequenceClassification exports (task=classify): their import is the base family's (its keys checked
 # by the base's declaration, swept above); the classifier's own keys (num_labels, id2label) are not swept yet
 NOT_COVERED = {"bert_classifier", "roberta_classifier", "distilbert_classifier"}
+NOT_COVERED |= {"modernbert_classifier", "llama_classifier", "qwen2_classifier", "qwen3_classifier"}  # likewise
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)

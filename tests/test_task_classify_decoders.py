@@ -116,3 +116,34 @@ def test_export_writes_the_decoder_classifier_that_the_pipeline_runs(tmp_path, f
     batched = classifier(SENTENCES, batch_size=4)
     assert [p["label"] for p in batched] == [p["label"] for p in predicted]
     assert [p["score"] for p in batched] == pytest.approx([p["score"] for p in predicted], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_llama_classify_trec_trains_and_eval_reports_its_metrics(tmp_path):
+    """python train.py model=llama task=classify data=trec on TREC-format files: the loss falls; python -m
+    zoo eval reports accuracy, macro F1 and Matthews' correlation on TREC_10's questions."""
+    import csv
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import run_train
+    from test_downstream_data import write_trec
+
+    write_trec(tmp_path / "data")
+    run = tmp_path / "run"
+    run_train(run, tmp_path / "data", "model=llama", "task=classify", "data=trec", "quick=true", "trainer.max_steps=30",
+              "data.batch_size=4", "data.vocab_size=120", "trainer.log_every_n_steps=1", "model.net.n_layers=2")
+    losses = [float(r["train/loss"]) for r in csv.DictReader(open(run / "metrics.csv")) if r.get("train/loss")]
+    assert len(losses) >= 20 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
+    root = str(Path(__file__).parents[1])
+    env = dict(os.environ, ZOO_DATA_DIR=str(tmp_path / "data"), ZOO_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-m", "zoo", "eval", f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+                          "data=trec", "data.batch_size=4", f"out={tmp_path / 'eval.json'}"], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics = json.loads((tmp_path / "eval.json").read_text())
+    assert {"acc", "f1", "mcc", "loss"} <= metrics.keys() and -1 <= metrics["mcc"] <= 1

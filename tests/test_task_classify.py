@@ -178,6 +178,37 @@ def test_bert_classify_sst2_trains(tmp_path):
 SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
 
 
+def export_classifier(tmp_path: Path, overrides: list[str], names: list[str], **dims):
+    """A task=classify objective of ``overrides``, its weights randomised, its tokenizer a WordPiece
+    trained on SENTENCES, saved as a checkpoint and exported to ``tmp_path / "hf"``: (the objective,
+    the tokenizer, what export returns)."""
+    from zoo.convert.export import export
+    from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK
+    from zoo.data.tokenizers import HFTokenizer
+    from zoo.registry import name_of
+    from zoo.train.run import objective
+
+    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+    cfg = compose_config(["task=classify", *overrides])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": len(names),
+                    "class_names": names} | dims
+    torch.manual_seed(0)
+    built = objective(cfg, tokenizer.state())
+    randomise(built.net, seed=2)
+    ckpt = tmp_path / "run.ckpt"
+    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
+                "state_dict": built.state_dict()}, ckpt)
+    return built, tokenizer, export(ckpt, tmp_path / "hf")
+
+
+def encoded(tokenizer, sentence: str) -> tuple[list[int], list[int]]:
+    """``[CLS] sentence [SEP]`` as the data encodes it (cut to 32 ids), and its segment ids."""
+    from zoo.data.labelled import CLS, SEP, encode_pair
+
+    return encode_pair(tokenizer.encode(sentence), None, tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]), 32)
+
+
 @pytest.mark.parametrize("family, hf_class", [("bert", "BertForSequenceClassification"),
                                               ("roberta", "RobertaForSequenceClassification"),
                                               ("distilbert", "DistilBertForSequenceClassification")])
@@ -187,30 +218,16 @@ def test_export_writes_the_sequence_classifier_that_the_pipeline_runs(tmp_path, 
     id2label, whose text-classification pipeline gives the zoo's own predictions (label and score)."""
     from transformers import pipeline
 
-    from zoo.convert.export import export
-    from zoo.data.labelled import CLS, PAD, SEP, UNK, MASK, encode_pair
-    from zoo.data.tokenizers import HFTokenizer
-    from zoo.registry import name_of
-    from zoo.train.run import objective
-
-    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    cfg = compose_config([f"model={family}", "task=classify", "model.net.n_layers=2", "model.net.block.d_model=32",
-                          "model.net.block.n_heads=4", "model.net.context=32"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
-    torch.manual_seed(0)
-    built = objective(cfg, tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
-    assert export(ckpt, tmp_path / "hf") == (hf_class, [])
+    built, tokenizer, exported = export_classifier(tmp_path, [f"model={family}", "model.net.n_layers=2",
+                                                              "model.net.block.d_model=32", "model.net.block.n_heads=4",
+                                                              "model.net.context=32"], names)
+    assert exported == (hf_class, [])
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))
-    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    net = built.net.eval()
     for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
-        ids, segments = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        ids, segments = encoded(tokenizer, sentence)
         segments = torch.tensor([segments]) if FAMILIES[family][3] else None
         probs = net(torch.tensor([ids]), segments=segments).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]

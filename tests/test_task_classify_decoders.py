@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 from transformers import (LlamaConfig, LlamaForSequenceClassification, Qwen2Config, Qwen2ForSequenceClassification,
                           Qwen3Config, Qwen3ForSequenceClassification)
 
 from exactness import assert_matches, randomise
-from test_task_classify import SENTENCES, VOCAB, classify_net_cfg, pair_batch
+from test_task_classify import SENTENCES, VOCAB, classify_net_cfg, encoded, export_classifier, pair_batch
 from zoo.config import compose_config
 from zoo.convert import decoder, llama, qwen2, qwen3
 
@@ -82,33 +82,21 @@ def test_export_writes_the_decoder_classifier_that_the_pipeline_runs(tmp_path, f
     the data's pad id, whose text-classification pipeline gives the zoo's labels and scores."""
     from transformers import PreTrainedTokenizerFast, pipeline
 
-    from zoo.convert.export import export
-    from zoo.data.labelled import CLS, MASK, PAD as PAD_TOKEN, SEP, UNK, encode_pair
-    from zoo.data.tokenizers import HFTokenizer
-    from zoo.registry import name_of
-    from zoo.train.run import objective
+    from zoo.data.labelled import PAD as PAD_TOKEN
 
-    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD_TOKEN[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    cfg = compose_config([f"model={family}", "task=classify", "model.net.n_layers=2", "model.net.context=32"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
-    torch.manual_seed(0)
-    built = objective(cfg, tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
-    assert export(ckpt, tmp_path / "hf") == (hf_class, [])
+    built, tokenizer, exported = export_classifier(tmp_path, [f"model={family}", "model.net.n_layers=2",
+                                                              "model.net.context=32"], names)
+    assert exported == (hf_class, [])
     # the folder's own tokenizer.json (AutoTokenizer would rebuild a Qwen2 folder's as Qwen2's byte-level BPE)
     tokenizer_fast = PreTrainedTokenizerFast.from_pretrained(tmp_path / "hf")
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), tokenizer=tokenizer_fast, device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))
     assert classifier.model.config.pad_token_id == tokenizer.token_id(PAD_TOKEN[0])
-    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    net = built.net.eval()
     predicted = classifier(SENTENCES)
     for sentence, theirs in zip(SENTENCES, predicted):
-        ids, _ = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        ids, _ = encoded(tokenizer, sentence)
         probs = net(torch.tensor([ids])).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]
         assert theirs["score"] == pytest.approx(float(probs.max()), abs=1e-5)

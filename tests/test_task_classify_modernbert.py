@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from omegaconf import open_dict
 
 from exactness import assert_matches, randomise
-from test_task_classify import SENTENCES, VOCAB, classify_net_cfg, pair_batch
+from test_task_classify import SENTENCES, VOCAB, classify_net_cfg, encoded, export_classifier, pair_batch
 from zoo.config import compose_config
 from zoo.convert import modernbert
 
@@ -69,32 +68,17 @@ def test_export_writes_modernbert_sequence_classification_that_the_pipeline_runs
     text-classification pipeline gives the zoo's labels and scores."""
     from transformers import PreTrainedTokenizerFast, pipeline
 
-    from zoo.convert.export import export
-    from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK, encode_pair
-    from zoo.data.tokenizers import HFTokenizer
-    from zoo.registry import name_of
-    from zoo.train.run import objective
-
-    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    cfg = compose_config(["model=modernbert", "task=classify", "model.net.n_layers=3", "model.net.context=32",
-                          f"model.net.head.pool={pool}"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": 3, "class_names": names}
-    torch.manual_seed(0)
-    built = objective(cfg, tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
-    assert export(ckpt, tmp_path / "hf") == ("ModernBertForSequenceClassification", [])
+    built, tokenizer, exported = export_classifier(tmp_path, ["model=modernbert", "model.net.n_layers=3",
+                                                              "model.net.context=32", f"model.net.head.pool={pool}"], names)
+    assert exported == ("ModernBertForSequenceClassification", [])
     tokenizer_fast = PreTrainedTokenizerFast.from_pretrained(tmp_path / "hf")  # the folder's own tokenizer.json
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), tokenizer=tokenizer_fast, device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))
     assert classifier.model.config.classifier_pooling == pool
-    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    net = built.net.eval()
     for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
-        ids, _ = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        ids, _ = encoded(tokenizer, sentence)
         probs = net(torch.tensor([ids])).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]
         assert theirs["score"] == pytest.approx(float(probs.max()), abs=1e-5)

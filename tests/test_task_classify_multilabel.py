@@ -13,8 +13,7 @@ import torch
 from omegaconf import open_dict
 from sklearn.metrics import accuracy_score, f1_score
 
-from exactness import randomise
-from test_task_classify import SENTENCES
+from test_task_classify import SENTENCES, encoded, export_classifier
 from zoo.config import compose_config
 from zoo.train.run import objective
 
@@ -48,16 +47,15 @@ def test_label_lists_and_separated_names_read_as_sets(tmp_path):
         labelled(tmp_path, "rows.tsv", val="rows.tsv", test="test.tsv", label_sep="|")
 
 
-def multi_label_classifier(vocab_size: int = 50):
-    cfg = compose_config(["model=bert", "task=classify", "model.net.n_layers=1", "model.net.block.d_model=32",
-                          "model.net.block.n_heads=2", "model.net.context=32"])
-    with open_dict(cfg):
-        cfg.dims = {"vocab_size": vocab_size, "pad_id": 0, "num_classes": 3, "class_names": NAMES, "multi_label": True}
-    return cfg
+SMALL = ["model=bert", "model.net.n_layers=1", "model.net.block.d_model=32", "model.net.block.n_heads=2",
+         "model.net.context=32"]
 
 
 def test_the_loss_and_metrics_are_hugging_faces_and_sklearns():
-    built = objective(multi_label_classifier(), None)
+    cfg = compose_config(["task=classify", *SMALL])
+    with open_dict(cfg):
+        cfg.dims = {"vocab_size": 50, "pad_id": 0, "num_classes": 3, "class_names": NAMES, "multi_label": True}
+    built = objective(cfg, None)
     g = torch.Generator().manual_seed(0)
     labels = torch.randint(0, 2, (64, 3), generator=g).float()
     logits = torch.randn(64, 3, generator=g) + 1.5 * (2 * labels - 1)  # better than chance
@@ -78,23 +76,11 @@ def test_the_loss_and_metrics_are_hugging_faces_and_sklearns():
 def test_export_sets_problem_type_and_the_pipeline_scores_by_sigmoid(tmp_path):
     from transformers import pipeline
 
-    from zoo.convert.export import export
-    from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK, encode_pair
-    from zoo.data.tokenizers import HFTokenizer
-    from zoo.registry import name_of
-
-    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
-    torch.manual_seed(0)
-    built = objective(multi_label_classifier(tokenizer.vocab_size), tokenizer.state())
-    randomise(built.net, seed=2)
-    ckpt = tmp_path / "run.ckpt"
-    torch.save({"zoo_objective": name_of(type(built)), "hyper_parameters": dict(built.hparams),
-                "state_dict": built.state_dict()}, ckpt)
-    export(ckpt, tmp_path / "hf")
+    built, tokenizer, _ = export_classifier(tmp_path, SMALL, NAMES, multi_label=True)
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu", top_k=None)
     assert classifier.model.config.problem_type == "multi_label_classification"
-    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    net = built.net.eval()
     for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
-        ids, segments = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        ids, segments = encoded(tokenizer, sentence)
         probs = net(torch.tensor([ids]), segments=torch.tensor([segments])).sigmoid()[0]
         assert {s["label"]: s["score"] for s in theirs} == pytest.approx(dict(zip(NAMES, probs.tolist())), abs=1e-5)

@@ -67,7 +67,8 @@ class Classification(Objective):
     ``problem_type="multi_label_classification"``: binary cross-entropy of each logit, a class predicted
     where its sigmoid exceeds 0.5; metrics micro and macro F1 and the exact-match ratio.
 
-    Metrics: accuracy, macro F1 and Matthews' correlation (val / test), or Pearson and Spearman correlations for a regression.
+    Metrics: accuracy, macro F1 and Matthews' correlation (val / test), or Pearson and Spearman
+    correlations for a regression.
 
     Args (besides :class:`Objective`'s):
         num_classes: number of classes (the head's width).
@@ -178,7 +179,8 @@ class Classification(Objective):
         self.log(f"{split}/loss", self.loss(logits, labels), prog_bar=True, sync_dist=True, batch_size=len(labels))
         for name, metric in self.scores[split].items():
             metric(*self.scored(logits, labels))
-            self.log(f"{split}/{name}", metric, prog_bar=name in ("acc", "spearman", "f1_micro"), batch_size=len(labels))
+            shown = name in ("acc", "spearman", "f1_micro")
+            self.log(f"{split}/{name}", metric, prog_bar=shown, batch_size=len(labels))
         return logits
 
     def scored(self, logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:

@@ -135,3 +135,19 @@ def test_llama_classify_trec_trains_and_eval_reports_its_metrics(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     metrics = json.loads((tmp_path / "eval.json").read_text())
     assert {"acc", "f1", "mcc", "loss"} <= metrics.keys() and -1 <= metrics["mcc"] <= 1
+
+
+@torch.no_grad()
+def test_a_causal_lm_folder_gives_its_block_and_a_fresh_score(tmp_path):
+    """model.init_from= a LlamaForCausalLM folder under task=classify: its Blocks are read (the hidden
+    states are Hugging Face's), its LM head left out, the score starts from scratch with a warning."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    hf = randomise(LlamaForCausalLM(LlamaConfig(**SHAPE)).eval())
+    hf.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match=r"has no \['head.proj.weight'\]: those start from scratch"):
+        _, net = llama.pretrained(classify_net_cfg("llama", 3), str(tmp_path))
+    ids, _, padding = pair_batch(PAD)
+    ref = hf.model(input_ids=ids, attention_mask=padding.long()).last_hidden_state
+    assert_matches(net.eval().hidden(ids, padding), ref, where=padding[..., None], what="Llama hidden states")

@@ -151,3 +151,15 @@ def test_a_causal_lm_folder_gives_its_block_and_a_fresh_score(tmp_path):
     ids, _, padding = pair_batch(PAD)
     ref = hf.model(input_ids=ids, attention_mask=padding.long()).last_hidden_state
     assert_matches(net.eval().hidden(ids, padding), ref, where=padding[..., None], what="Llama hidden states")
+
+
+def test_a_decoder_whose_head_the_classifier_cannot_take_is_refused_in_one_line(tmp_path):
+    """Gemma 2's conf sets its LM head's softcap after the task's head: refused at start-up naming both."""
+    from zoo.cli.precheck import Refused, check
+
+    with pytest.raises(Refused) as refused:
+        check("train", "train", ["model=gemma2", "task=classify", "data=sst2", f"hydra.run.dir={tmp_path / 'run'}"])
+    message = str(refused.value)
+    assert "\n" not in message and all(name in message for name in ("task=classify", "model=gemma2",
+                                                                     "net.head.softcap", "ClassifierHead")), message
+    check("train", "train", ["model=qwen2", "task=classify", "data=sst2", f"hydra.run.dir={tmp_path / 'run'}"])

@@ -141,7 +141,7 @@ MODEL_OF = {"cifar10": "vit", "cifar10_captions": "llava", "flickr8k": "llava", 
             "yesno": "whisper", "multi30k": "transformer", "text": "gpt", "tokens": "gpt", "tinyshakespeare": "gpt", "wikitext": "bert",
             "moving_shapes": "vivit", "ucf101": "vivit", "shapes_detection": "yolos", "coco": "yolos"}
 # labelled rows: task=classify's (an encoder's config; the task changes no data key)
-MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert"}
+MODEL_OF |= {"labelled": "bert", "sst2": "bert", "stsb": "bert", "rte": "bert", "trec": "bert"}
 MODEL_OF |= {"images": "vit"}  # your own labelled images (data=images)
 MODEL_OF |= {"pairs": "t5"}  # source / target pairs: an encoder-decoder's
 MODEL_OF |= {"audio": "whisper"}  # your recordings from a manifest

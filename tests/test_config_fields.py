@@ -94,6 +94,7 @@ NOT_COVERED = {"bert_classifier", "roberta_classifier", "distilbert_classifier"}
 NOT_COVERED |= {"bert_model", "roberta_model", "distilbert_model"}
 NOT_COVERED |= {"bert_qa", "roberta_qa", "distilbert_qa"}  # the *ForQuestionAnswering exports (task=qa), likewise
 NOT_COVERED |= {"bert_tagger", "roberta_tagger", "distilbert_tagger"}  # the *ForTokenClassification exports (task=tag), likewise
+NOT_COVERED |= {"modernbert_classifier", "llama_classifier", "qwen2_classifier", "qwen3_classifier"}  # likewise
 
 # None -> a plausible value, by field (a None field not named here has no such value in a tiny
 # model: a token id it never sees, a size derived from the others)

@@ -122,7 +122,7 @@ def test_task_swaps_the_head_and_objective_and_defaults_to_pretraining():
 
 @pytest.mark.parametrize("arguments, named", [
     (["model=vit", "task=classify", "data=sst2"], ["model=vit", "ImageLabels", "data=sst2", "TextLabels"]),
-    (["model=gpt", "task=classify", "data=sst2"], ["task=classify", "model=gpt", "NextTokenLM", "TextLabels"]),
+    (["model=t5", "task=classify", "data=sst2"], ["task=classify", "model=t5", "Seq2Seq", "Classification"]),
     (["model=bert", "task=classify", "data=wikitext"], ["model=bert", "TextLabels", "data=wikitext"]),
     (["model=bert", "data=sst2"], ["model=bert", "MaskedLM", "data=sst2", "TextLabels"]),
 ])
@@ -175,16 +175,19 @@ def evaluate(tmp_path: Path, ckpt: Path, data: str) -> dict:
     return json.loads((tmp_path / "eval.json").read_text())
 
 
-def tiny_checkpoint(ckpt: Path, family: str, task: str, tokenizer, names: list[str]):
-    """(a task=<task> objective of a tiny <family> over ``tokenizer`` and the class ``names``, its weights
-    randomised; ``ckpt``, where it is saved as a training run saves it)."""
+TINY_NET = ["model.net.n_layers=2", "model.net.block.d_model=32", "model.net.block.n_heads=4", "model.net.context=32"]
+
+
+def tiny_checkpoint(ckpt: Path, overrides: list[str], tokenizer, names: list[str], **dims):
+    """(the objective of ``overrides`` over ``tokenizer`` and the class ``names`` (and ``dims``), its
+    weights randomised; ``ckpt``, where it is saved as a training run saves it)."""
     from zoo.registry import name_of
     from zoo.train.run import objective
 
-    cfg = compose_config([f"model={family}", f"task={task}", "model.net.n_layers=2", "model.net.block.d_model=32",
-                          "model.net.block.n_heads=4", "model.net.context=32"])
+    cfg = compose_config(overrides)
     with open_dict(cfg):
-        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": len(names), "class_names": names}
+        cfg.dims = {"vocab_size": tokenizer.vocab_size, "pad_id": 0, "num_classes": len(names),
+                    "class_names": names} | dims
     torch.manual_seed(0)
     built = objective(cfg, tokenizer.state())
     randomise(built.net, seed=2)
@@ -196,6 +199,26 @@ def tiny_checkpoint(ckpt: Path, family: str, task: str, tokenizer, names: list[s
 SENTENCES = ["a fine warm film", "dull cold awful film", "warm and lovely, a film", "awful"]
 
 
+def export_classifier(tmp_path: Path, overrides: list[str], names: list[str], **dims):
+    """A task=classify objective of ``overrides``, its weights randomised, its tokenizer a WordPiece
+    trained on SENTENCES, saved as a checkpoint and exported to ``tmp_path / "hf"``: (the objective,
+    the tokenizer, what export returns)."""
+    from zoo.convert.export import export
+    from zoo.data.labelled import CLS, MASK, PAD, SEP, UNK
+    from zoo.data.tokenizers import HFTokenizer
+
+    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
+    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", ["task=classify", *overrides], tokenizer, names, **dims)
+    return built, tokenizer, export(ckpt, tmp_path / "hf")
+
+
+def encoded(tokenizer, sentence: str) -> tuple[list[int], list[int]]:
+    """``[CLS] sentence [SEP]`` as the data encodes it (cut to 32 ids), and its segment ids."""
+    from zoo.data.labelled import CLS, SEP, encode_pair
+
+    return encode_pair(tokenizer.encode(sentence), None, tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]), 32)
+
+
 @pytest.mark.parametrize("family, hf_class", [("bert", "BertForSequenceClassification"),
                                               ("roberta", "RobertaForSequenceClassification"),
                                               ("distilbert", "DistilBertForSequenceClassification")])
@@ -205,19 +228,14 @@ def test_export_writes_the_sequence_classifier_that_the_pipeline_runs(tmp_path, 
     id2label, whose text-classification pipeline gives the zoo's own predictions (label and score)."""
     from transformers import pipeline
 
-    from zoo.convert.export import export
-    from zoo.data.labelled import CLS, PAD, SEP, UNK, MASK, encode_pair
-    from zoo.data.tokenizers import HFTokenizer
-
-    tokenizer = HFTokenizer.train_wordpiece(SENTENCES * 4, 60, [PAD[0], UNK[0], CLS[0], SEP[0], MASK[0]], False)
     names = ["negative", "neutral", "positive"]
-    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", family, "classify", tokenizer, names)
-    assert export(ckpt, tmp_path / "hf") == (hf_class, [])
+    built, tokenizer, exported = export_classifier(tmp_path, [f"model={family}", *TINY_NET], names)
+    assert exported == (hf_class, [])
     classifier = pipeline("text-classification", model=str(tmp_path / "hf"), device="cpu")
     assert classifier.model.config.id2label == dict(enumerate(names))
-    net, (cls, sep) = built.net.eval(), (tokenizer.token_id(CLS[0]), tokenizer.token_id(SEP[0]))
+    net = built.net.eval()
     for sentence, theirs in zip(SENTENCES, classifier(SENTENCES)):
-        ids, segments = encode_pair(tokenizer.encode(sentence), None, cls, sep, 32)
+        ids, segments = encoded(tokenizer, sentence)
         segments = torch.tensor([segments]) if FAMILIES[family][3] else None
         probs = net(torch.tensor([ids]), segments=segments).softmax(-1)[0]
         assert theirs["label"] == names[int(probs.argmax())]

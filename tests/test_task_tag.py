@@ -17,8 +17,8 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 from transformers import BertForTokenClassification, DistilBertForTokenClassification, RobertaForTokenClassification
 
 from conftest import run_train
-from test_task_classify import (VOCAB, classify_net_cfg, evaluate, pair_batch, tiny_bert, tiny_checkpoint,
-                                tiny_distilbert, tiny_roberta)
+from test_task_classify import (TINY_NET, VOCAB, classify_net_cfg, evaluate, pair_batch, tiny_bert,
+                                tiny_checkpoint, tiny_distilbert, tiny_roberta)
 from exactness import assert_matches, randomise
 from zoo.cli.precheck import Refused, check
 from zoo.config import compose_config
@@ -279,7 +279,8 @@ def test_export_writes_the_token_classifier_that_the_pipeline_runs(tmp_path, fam
 
     tokenizer = own_tokenizer("wordpiece", TEXTS * 4, 60)
     names = ["B-LOC", "B-PER", "I-PER", "O"]
-    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", family, "tag", tokenizer, names)
+    built, ckpt = tiny_checkpoint(tmp_path / "run.ckpt", [f"model={family}", "task=tag", *TINY_NET], tokenizer,
+                                  names)
     assert export(ckpt, tmp_path / "hf") == (hf_class, [])
     tagger = pipeline("token-classification", model=str(tmp_path / "hf"), device="cpu", ignore_labels=[])
     assert tagger.model.config.id2label == dict(enumerate(names))

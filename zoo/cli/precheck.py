@@ -201,6 +201,7 @@ def check_train(cfg: DictConfig, out: Path) -> None:
     choices = cfg.hydra.runtime.choices
     try:
         check_task(cfg, choices.get("model", "?"))
+        check_task_head(cfg, choices.get("model", "?"))
         compat.batch_type(cfg.model, cfg.data, choices.get("model", "?"), choices.get("data", "?"))
     except ValueError as error:
         raise Refused(str(error)) from None
@@ -226,6 +227,25 @@ def check_task(cfg: DictConfig, model: str) -> None:
     raise ValueError(f"task={task.name}: {family} with no {task.name} head; task={task.name} trains a {other.__name__} on "
                      f"{' or '.join(t.__name__ for t in other.accepted(cfg.model))} batches: pick "
                      f"{task.get('families', 'an encoder family (bert, roberta, distilbert, ...)')}")
+
+
+def check_task_head(cfg: DictConfig, model: str) -> None:
+    """Under a ``task=`` other than pretraining, refuse a family whose own conf sets keys of its head
+    that the task's head does not take (Gemma's LM ``softcap`` merged into the classifier), in one line
+    naming both, rather than fail building it."""
+    task, head = cfg.get("task"), (cfg.model.get("net") or {}).get("head")
+    if task is None or not task.get("objective") or not head or not head.get("_target_"):
+        return
+    import inspect
+
+    import hydra
+
+    takes = inspect.signature(hydra.utils.get_class(head._target_)).parameters
+    foreign = sorted(k for k in set(head) - set(takes) if not k.startswith("_"))
+    if foreign and not any(p.kind is p.VAR_KEYWORD for p in takes.values()):
+        raise ValueError(f"task={task.name}: model={model} sets {', '.join(f'net.head.{k}' for k in foreign)} of "
+                         f"its own head, which the task's {head._target_.rsplit('.', 1)[-1]} does not take: "
+                         f"model={model} has no {task.name} head yet")
 
 
 def check(command: str, config: str, arguments: list[str]) -> None:

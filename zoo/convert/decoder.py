@@ -9,7 +9,8 @@ rotary table, the activation, the biases and the mask are the knobs around it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Callable
 
 import torch
@@ -17,7 +18,8 @@ from torch import Tensor, nn
 
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, head_tied, init_net, load_mapped,
                                read_checkpoint_dir, shape_overrides)
-from zoo.convert.family import REQUIRED, Family, at, config_only, copies, plain
+from zoo.convert.bert import classifier_family, classifier_state, load_classifier, without_head
+from zoo.convert.family import REQUIRED, Family, at, config_only, copies, is_classifier, plain
 
 # Hugging Face config key -> (zoo net config path, its value when config.json omits it): the plain copies
 KEYS: dict[str, tuple[str, Any]] = {
@@ -141,6 +143,17 @@ def _no_keys(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# task=classify: the zoo ClassifierHead's linear layer <- ``*ForSequenceClassification``'s ``score``
+SCORE = {"proj": ("score",)}
+
+
+def last_score(hf: nn.Module, x: Tensor) -> Tensor:
+    """(B, num_labels): a ``*ForSequenceClassification``'s ``score`` on the last position of ``x``, which
+    has no padding (the export's random example may hold the pad id anywhere: Hugging Face would
+    read it as padding)."""
+    return hf.score(hf.model(x).last_hidden_state[:, -1])
+
+
 @dataclass(frozen=True)
 class Decoder:
     """One Llama-like family: what differs from Llama is stated here, nothing else."""
@@ -176,6 +189,7 @@ class Decoder:
     # module (Mixtral's block_sparse_moe) and each expert's weights (zoo part -> name, Mixtral's w1, w3, w2)
     moe_module: str = "mlp"
     experts: dict[str, str] = field(default_factory=lambda: dict(FFN))
+    classifier: str | None = None  # its sequence classifier (task=classify), e.g. "LlamaForSequenceClassification"
 
     @property
     def config_keys(self) -> ConfigKeys:
@@ -272,8 +286,13 @@ class Decoder:
         its weights). The data's vocabulary must be the checkpoint's."""
         config, state = read_checkpoint_dir(path, self.model_types)
         hf = {k.removeprefix("model."): v for k, v in state.items()}
-        shape = self.lm_shape(config) | {"tie_embeddings": self.tied(config, hf, path)}
         check_vocab(net_cfg, "embedder.vocab_size", config["vocab_size"], path)
+        if is_classifier(net_cfg):  # task=classify: the folder's score (a *ForCausalLM's: from scratch)
+            encoder = self.state_dict(hf, config["num_hidden_layers"])
+            head = classifier_state(state, encoder, SCORE, net_cfg["head"]["num_classes"])
+            shape = without_head(self.lm_shape(config)) | {"tie_embeddings": False}
+            return init_net(net_cfg, shape, head, partial(load_classifier, source=path))
+        shape = self.lm_shape(config) | {"tie_embeddings": self.tied(config, hf, path)}
         return init_net(net_cfg, shape, self.state_dict(hf, shape["n_layers"], n_experts=shape.get("block.n_experts", 0)))
 
     def export_keys(self, prefix: str = "") -> dict[str, str]:
@@ -294,4 +313,11 @@ class Decoder:
                       activation_key=self.activation_key, shape=config_only(self.lm_shape),
                       state_dict=lambda sd, net: self.state_dict({k.removeprefix("model."): v for k, v in sd.items()},
                                                                  net["n_layers"], n_experts=net["block"].get("n_experts", 0)),
-                      extra=self.config_extra)
+                      extra=self.config_extra, classifier=self.classifier)
+
+    def classifier_family(self) -> Family:
+        """The export under task=classify: :attr:`classifier` (its ``score`` the head's linear layer),
+        ``FAMILY`` of the family's ``<family>_classifier`` module."""
+        rename = lambda hf, n_layers: self.state_dict({k.removeprefix("model."): v for k, v in hf.items()}, n_layers)
+        return replace(classifier_family(self.family(), self.classifier, SCORE, self.lm_shape, rename),
+                       outputs=last_score)

@@ -237,6 +237,8 @@ def _run_settings(family: Family, hparams: dict[str, Any], ids: dict[str, int]) 
     names = hparams.get("class_names")
     if names:
         out |= {"id2label": dict(enumerate(names)), "label2id": {name: i for i, name in enumerate(names)}}
+    if hparams.get("multi_label"):  # the pipeline's sigmoid, and BCE if it is trained further
+        out["problem_type"] = "multi_label_classification"
     return out
 
 

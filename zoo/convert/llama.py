@@ -10,6 +10,7 @@ from torch import Tensor
 from zoo.convert.decoder import Decoder
 
 LLAMA = Decoder(model="llama", model_types=("llama",), hf_class="LlamaForCausalLM", config_class="LlamaConfig",
+                classifier="LlamaForSequenceClassification",
                 expected={"attention_bias": False, "mlp_bias": False})
 MODEL_TYPES = LLAMA.model_types  # the config.json model_type values this converter reads
 FAMILY = LLAMA.family()

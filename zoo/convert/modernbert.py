@@ -27,10 +27,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.convert.bert import ACTIVATIONS, load_mlm
+from zoo.convert.bert import ACTIVATIONS, classifier_state, load_classifier, load_mlm, without_head
 from zoo.convert.common import (ConfigKeys, build_net, check_keys, check_vocab, init_net, layer_pattern,
                                read_checkpoint_dir, shape_overrides)
-from zoo.convert.family import Family, config_only, layer_masks, tokens
+from zoo.convert.family import Family, config_only, is_classifier, layer_masks, tokens
 from zoo.nn.masks import tile
 
 MODEL_TYPES = ("modernbert",)  # the config.json model_type values this converter reads
@@ -119,6 +119,27 @@ def modernbert_shape(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# task=classify: the zoo ClassifierHead's modules <- ModernBertForSequenceClassification's (its head:
+# dense, activation, norm; then the classifier). A ModernBertForMaskedLM's head has the same names.
+MODERNBERT_CLASSIFIER = {"dense": ("head.dense",), "pooler_norm": ("head.norm",), "proj": ("classifier",)}
+
+
+def classifier_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """:func:`modernbert_shape` under task=classify: ModernBertForSequenceClassification's head (its
+    pooling, the dense layer's bias and activation, the norm) in place of the MLM head's keys."""
+    shape = modernbert_shape(config)
+    return without_head(shape) | {
+        "tie_embeddings": False, "head.pool": config.get("classifier_pooling", "cls"), "head.prefix_tokens": 0,
+        "head.pooler": _activation(config, "classifier_activation"),
+        "head.pooler_bias": config.get("classifier_bias", False),
+        "head.pooler_norm_eps": shape["block.norm_eps"], "head.norm_bias": shape["block.norm_bias"]}
+
+
+def classifier_state_dict(hf: dict[str, Tensor], n_layers: int, num_classes: int) -> dict[str, Tensor]:
+    """A ModernBERT folder's weights under the zoo's names with the sequence classifier's head."""
+    return classifier_state(hf, modernbert_state_dict(hf, n_layers), MODERNBERT_CLASSIFIER, num_classes)
+
+
 def modernbert_state_dict(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     """Rename ModernBERT's weights to the zoo's (biases where the checkpoint has them). Without
     MLM head weights (a ``ModernBertModel`` checkpoint) the result has no ``head.*`` entries."""
@@ -172,6 +193,9 @@ def pretrained(net_cfg: dict[str, Any], path: str) -> tuple[dict[str, Any], nn.M
     config, state = read_checkpoint_dir(path, MODEL_TYPES)
     shape = modernbert_shape(config)
     check_vocab(net_cfg, "embedder.vocab_size", shape["embedder.vocab_size"], path)
+    if is_classifier(net_cfg):
+        head = classifier_state_dict(state, shape["n_layers"], net_cfg["head"]["num_classes"])
+        return init_net(net_cfg, classifier_shape(config), head, partial(load_classifier, source=path))
     return init_net(net_cfg, shape, modernbert_state_dict(state, shape["n_layers"]), partial(load_mlm, source=path))
 
 
@@ -188,7 +212,8 @@ def export_layers(net: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"ModernBertForMaskedLM has one rotary base per kind of layer: this net's {kind} layers "
                              f"rotate at {theta[kind]} and {layer_base}")
     default = {"full_attention": 160000.0, "sliding_attention": 10000.0}
-    head_act = [hf for hf, zoo in ACTIVATIONS.items() if zoo == net["head"]["activation"]]
+    act = net["head"].get("activation") or net["head"]["pooler"]  # the MLM head's, or the classifier's
+    head_act = [hf for hf, zoo in ACTIVATIONS.items() if zoo == act]
     # ModernBERT's default special ids are its 50k-token vocabulary's: export() sets the checkpoint's own
     ids = dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"))
     return ids | {"layer_types": layers, "local_attention": window or 128, "classifier_activation": head_act[0],
@@ -206,4 +231,4 @@ FAMILY = Family(
           "embedding_dropout": "embedder.dropout"},
     activations=ACTIVATIONS, activation_key="hidden_activation", shape=config_only(modernbert_shape),
     state_dict=lambda sd, net: modernbert_state_dict(sd, net["n_layers"]),
-    example=tokens, extra=export_layers)
+    example=tokens, extra=export_layers, classifier="ModernBertForSequenceClassification")

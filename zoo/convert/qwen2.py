@@ -58,6 +58,7 @@ def sliding_config(net: dict[str, Any], hf_class: str = "Qwen2ForCausalLM") -> d
 
 
 QWEN2 = Decoder(model="qwen2", model_types=("qwen2",), hf_class="Qwen2ForCausalLM", config_class="Qwen2Config",
+                classifier="Qwen2ForSequenceClassification",
                 biases=("q", "k", "v"), mask=masks_of, mask_config=sliding_config, reads=WINDOW_KEYS)
 MODEL_TYPES = QWEN2.model_types  # the config.json model_type values this converter reads
 FAMILY = QWEN2.family()

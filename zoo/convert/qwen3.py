@@ -15,6 +15,7 @@ from zoo.convert.decoder import PRE_NORMS, QK_NORMS, Decoder
 from zoo.convert.qwen2 import WINDOW_KEYS, masks_of, sliding_config
 
 QWEN3 = Decoder(model="qwen3", model_types=("qwen3",), hf_class="Qwen3ForCausalLM", config_class="Qwen3Config",
+                classifier="Qwen3ForSequenceClassification",
                 expected={"attention_bias": False}, norms=PRE_NORMS | QK_NORMS, head_dim=128, mask=masks_of, reads=WINDOW_KEYS,
                 mask_config=partial(sliding_config, hf_class="Qwen3ForCausalLM"))
 MODEL_TYPES = QWEN3.model_types  # the config.json model_type values this converter reads

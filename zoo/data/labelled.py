@@ -184,6 +184,8 @@ class LabelledText(ZooDataModule):
         val / test: rows of the validation / test split; None: ``val_fraction`` / ``test_fraction`` of
             ``source``'s rows held out, drawn by ``seed``.
         regression: the label is a score (one output, mean squared error), not a class.
+        multi_label: the label is a set of classes: a list of names, or text of names split at
+            ``label_sep`` (e.g. ``|``); each class a yes or no of its own (:meth:`label_sets`).
         quoting: ``csv`` (a field in quotes may hold the delimiter, as spreadsheet tools write) or
             ``none`` (a quote is a character: GLUE's TSV files).
         tokenizer: ``wordpiece`` (``vocab_size`` entries learnt from the training texts) or a folder
@@ -199,7 +201,8 @@ class LabelledText(ZooDataModule):
                  val: str | None = None, test: str | None = None, val_fraction: float = 0.1,
                  test_fraction: float = 0.1, regression: bool = False, quoting: str = "csv",
                  tokenizer: str = "wordpiece", vocab_size: int = 8192, seed: int = 1337,
-                 tokenizer_from: str | None = None, num_workers: int = 0):
+                 tokenizer_from: str | None = None, num_workers: int = 0, multi_label: bool = False,
+                 label_sep: str | None = None):
         super().__init__(data_dir, cache_dir, batch_size, num_workers, tokenizer_from)
         if not source:
             raise ValueError("data.source is not set: name the training rows, e.g. data.source=train.tsv "
@@ -211,15 +214,19 @@ class LabelledText(ZooDataModule):
                                                    self.data_dir)
         self.columns = (column, text_pair, label)
         self.regression, self.quoting, self.seed = regression, quoting, seed
+        self.multi_label, self.label_sep = multi_label, label_sep
         self.tokenizer_kind, self.vocab_size, self.block_size = tokenizer, vocab_size, block_size
         self.splits: dict[str, Encoded] = {}
         self.pad_id = 0
 
     def read(self) -> dict[str, list[Row]]:
         """Every split's rows: read from its source, or held out of the training rows."""
-        cache = self.cache_dir / "labelled"
-        return read_splits(self.sources, self.fractions, self.seed,
-                           lambda source, key: read_rows(source, key, self.columns, self.quoting, cache))
+        return read_splits(self.sources, self.fractions, self.seed, self.rows_of)
+
+    def rows_of(self, source: str, key: str) -> list[Row]:
+        """The (text, pair, label) rows of one split's ``source`` (config key ``key``); a named data set
+        whose files have a layout of their own reads them its way (:mod:`zoo.data.downstream`)."""
+        return read_rows(source, key, self.columns, self.quoting, self.cache_dir / "labelled")
 
     def own_tokenizer(self, rows: list[Row]) -> HFTokenizer:
         """WordPiece learnt from the training texts, or the folder ``data.tokenizer`` names."""
@@ -228,6 +235,8 @@ class LabelledText(ZooDataModule):
     def labels(self, rows: dict[str, list[Row]]) -> tuple[list[str] | None, dict[str, Tensor]]:
         """The class names (None for a regression) and each split's labels as a tensor; a label of val
         or test that the training rows never have is refused, naming it."""
+        if self.multi_label:
+            return self.label_sets(rows)
         if self.regression:
             return None, self.scores(rows)
         if self.columns[2] is None:
@@ -259,6 +268,32 @@ class LabelledText(ZooDataModule):
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id}
         return encoded
 
+    def names_of(self, label: Any) -> list[Any]:
+        """A multi-label row's class names: a list as it is, text split at ``label_sep`` (an empty field: none)."""
+        if isinstance(label, (list, tuple)):
+            return list(label)
+        if self.label_sep and (label is None or isinstance(label, str)):
+            return [name.strip() for name in (label or "").split(self.label_sep) if name.strip()]
+        raise ValueError(f"data.multi_label=true: the label {label!r} (data.label={self.columns[2]}) is not a list of "
+                         f"names; text of several names needs data.label_sep= (e.g. data.label_sep='|')")
+
+    def label_sets(self, rows: dict[str, list[Row]]) -> tuple[list[str], dict[str, Tensor]]:
+        """Multi-label rows: the class names (every name of the training rows, sorted) and each split's
+        labels as (rows, classes) 0/1 floats; a val or test name the training rows never have is refused."""
+        sets = {split: [self.names_of(y) for *_, y in split_rows] for split, split_rows in rows.items()}
+        names = label_names([name for names in sets["train"] for name in names])
+        index = {name: i for i, name in enumerate(names)}
+        out = {}
+        for split, split_sets in sets.items():
+            unknown = sorted({str(n) for names in split_sets for n in names} - set(index))
+            if unknown:
+                raise ValueError(f"the {split} rows have labels {unknown[:5]} that the training rows never have "
+                                 f"(those are {names[:10]})")
+            out[split] = torch.zeros(len(split_sets), len(names))
+            for row, row_names in enumerate(split_sets):
+                out[split][row, [index[str(n)] for n in row_names]] = 1.0
+        return names, out
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
@@ -277,7 +312,8 @@ class LabelledText(ZooDataModule):
         """Each split's rows as one sequence (a sentence, or a pair joined), with their labels."""
         names, labels = self.labels(rows)
         self.dims = {"vocab_size": self.tokenizer.vocab_size, "pad_id": self.pad_id,
-                     "num_classes": 1 if names is None else len(names), "class_names": names}
+                     "num_classes": 1 if names is None else len(names), "class_names": names,
+                     "multi_label": self.multi_label}
         encoded = {}
         for split, split_rows in rows.items():
             firsts = self.tokenizer.encode_batch([a for a, _, _ in split_rows])

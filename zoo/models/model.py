@@ -133,6 +133,8 @@ class Model(Tower):
         this skips most of the (large) vocabulary projection.
         """
         x = self.hidden(inputs, key_padding, prefix_len, cache=cache, **embed_kwargs)
+        if keep is None and getattr(self.head, "reads_padding", False):  # a classifier pooling the real tokens
+            return self.head(x, key_padding)
         return self.head(x if keep is None else x[keep])
 
     def features(self, inputs: Tensor, key_padding: Tensor | None = None, prefix_len: Tensor | None = None,

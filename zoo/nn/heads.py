@@ -69,7 +69,7 @@ class MLMHead(nn.Module):
         return self.decoder(self.norm(self.act(self.dense(x))))
 
 
-POOLS = ("cls", "mean", "cls_mean", "tokens")
+POOLS = ("cls", "mean", "cls_mean", "last", "tokens")
 
 
 class ClassifierHead(nn.Module):
@@ -84,35 +84,61 @@ class ClassifierHead(nn.Module):
     after pooling (timm's ``fc_norm``, used with average pooling in place of the
     stack's final norm). ``pooler`` adds a dense layer and that activation before the classifier,
     as Hugging Face's sequence classifiers do: BERT's pooler and RoBERTa's classification head
-    (``tanh``), DistilBERT's pre-classifier (``relu``).
+    (``tanh``), DistilBERT's pre-classifier (``relu``); ModernBERT's head (``gelu``) has no bias in
+    the dense layer (``pooler_bias``) and a LayerNorm after it (``pooler_norm_eps``, ``norm_bias``).
+
+    Text classifiers are handed the padding (True at real tokens), :attr:`reads_padding`: ``mean``
+    then averages the real tokens only (ModernBERT's ``classifier_pooling=mean``) and ``pool="last"``
+    reads the rightmost real token, as a decoder's ``*ForSequenceClassification`` does (its ``score``
+    has no bias: ``proj_bias=False``).
     """
 
+    reads_padding = True  # zoo.models.model.Model hands it the key padding
+
     def __init__(self, d_model: int, num_classes: int, pool: str = "cls", prefix_tokens: int = 1,
-                 norm_eps: float | None = None, dropout: float = 0.0, pooler: str | None = None):
+                 norm_eps: float | None = None, dropout: float = 0.0, pooler: str | None = None,
+                 pooler_bias: bool = True, pooler_norm_eps: float | None = None, norm_bias: bool = True,
+                 proj_bias: bool = True):
         super().__init__()
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}: expected one of {list(POOLS)}")
         self.pool, self.prefix_tokens = pool, prefix_tokens
         width = d_model * (2 if pool == "cls_mean" else 1)  # the pooled vector's
-        self.norm = nn.LayerNorm(width, eps=norm_eps) if norm_eps is not None else None
-        self.dense = nn.Linear(width, width) if pooler is not None else None
+        self.norm = nn.LayerNorm(width, eps=norm_eps, bias=norm_bias) if norm_eps is not None else None
+        self.dense = nn.Linear(width, width, bias=pooler_bias) if pooler is not None else None
         self.act = get_activation(pooler) if pooler is not None else None
+        self.pooler_norm = nn.LayerNorm(width, eps=pooler_norm_eps, bias=norm_bias) \
+            if pooler is not None and pooler_norm_eps is not None else None
         self.dropout = nn.Dropout(dropout)
-        self.proj = nn.Linear(width, num_classes)
+        self.proj = nn.Linear(width, num_classes, bias=proj_bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """(B, L, D) -> (B, num_classes), or (..., D) -> (..., num_classes) for ``pool="tokens"``."""
+    def pooled(self, x: Tensor, padding: Tensor | None = None) -> Tensor:
+        """(B, L, D) -> the pooled (B, D) (or (B, 2D)); ``padding`` (B, L) True at real tokens. ``pool="tokens"``:
+        (..., D) as it is."""
         if self.pool == "tokens":
-            pooled = x
-        elif self.pool == "cls":
-            pooled = x[:, 0]
+            return x
+        if self.pool == "cls":
+            return x[:, 0]
+        if self.pool == "last":  # Hugging Face's: the rightmost real token (all padding: the first)
+            last = -1 if padding is None else (torch.arange(x.shape[1], device=x.device) * padding).argmax(-1)
+            return x[torch.arange(x.shape[0], device=x.device), last]
+        tokens = x[:, self.prefix_tokens:]
+        if padding is None:
+            mean = tokens.mean(dim=1)
         else:
-            mean = x[:, self.prefix_tokens:].mean(dim=1)
-            pooled = mean if self.pool == "mean" else torch.cat([x[:, 0], mean], -1)
+            real = padding[:, self.prefix_tokens:].to(x.dtype).unsqueeze(-1)
+            mean = (tokens * real).sum(dim=1) / real.sum(dim=1)
+        return mean if self.pool == "mean" else torch.cat([x[:, 0], mean], -1)
+
+    def forward(self, x: Tensor, padding: Tensor | None = None) -> Tensor:
+        """(B, L, D) -> (B, num_classes), or (..., D) -> (..., num_classes) for ``pool="tokens"``."""
+        pooled = self.pooled(x, padding)
         if self.norm is not None:
             pooled = self.norm(pooled)
         if self.dense is not None:
             pooled = self.act(self.dense(pooled))
+            if self.pooler_norm is not None:
+                pooled = self.pooler_norm(pooled)
         return self.proj(self.dropout(pooled))
 
 

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from timm.data import Mixup
 from torch import Tensor, nn
-from torchmetrics.classification import MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score
+from torchmetrics.classification import (MulticlassAccuracy, MulticlassConfusionMatrix, MulticlassF1Score,
+                                         MulticlassMatthewsCorrCoef, MultilabelExactMatch, MultilabelF1Score)
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from zoo.convert.hub import resolve
@@ -67,9 +68,13 @@ class Classification(Objective):
     or :class:`TextLabels` where the network embeds tokens (an encoder under ``task=classify``: its
     segment ids go in where the embedder has two or more token types); :class:`VideoClassification`
     reads video clips. ``num_classes=1`` is a regression, as Hugging Face's ``num_labels=1``: the
-    mean squared error of the one output against float labels.
+    mean squared error of the one output against float labels. ``multi_label``: each class is a yes or
+    no of its own (labels (B, num_classes) of 0 and 1), as Hugging Face's
+    ``problem_type="multi_label_classification"``: binary cross-entropy of each logit, a class predicted
+    where its sigmoid exceeds 0.5; metrics micro and macro F1 and the exact-match ratio.
 
-    Metrics: accuracy and macro F1 (val / test), or Pearson and Spearman correlations for a regression.
+    Metrics: accuracy, macro F1 and Matthews' correlation (val / test), or Pearson and Spearman
+    correlations for a regression.
 
     Args (besides :class:`Objective`'s):
         num_classes: number of classes (the head's width).
@@ -98,7 +103,7 @@ class Classification(Objective):
     def __init__(self, *args, num_classes: int, label_smoothing: float = 0.0,
                  mixup: dict[str, Any] | None = None, class_names: list[str] | None = None,
                  pixel_mean: list[float] | None = None, pixel_std: list[float] | None = None,
-                 test_views: list[str] | None = None, **kwargs):
+                 test_views: list[str] | None = None, multi_label: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if kwargs.get("init_from") and class_names and num_classes > 1:
             align_labels(self.net.head, resolve(kwargs["init_from"]), list(plain(class_names)))
@@ -109,28 +114,35 @@ class Classification(Objective):
         # stored in checkpoints too, so that ``Classification.load_from_checkpoint`` rebuilds this module
         self.hparams.update(num_classes=num_classes, label_smoothing=label_smoothing, mixup=plain(mixup),
                             class_names=plain(class_names), pixel_mean=plain(pixel_mean), pixel_std=plain(pixel_std),
-                            test_views=test_views)
+                            test_views=test_views, multi_label=multi_label)
         self.num_classes, self.label_smoothing = num_classes, label_smoothing
         # timm's Mixup folds the label smoothing into the soft targets it makes.
         self.mixup = (Mixup(**plain(mixup), label_smoothing=label_smoothing, num_classes=num_classes)
                       if mixup else None)
-        self.regression = num_classes == 1
+        self.regression, self.multi_label = num_classes == 1, multi_label
         self.reads_segments = reads_segments(self.net)
         # registered so they move with the module; val and test only where they are not a classifier's
         self.scores = {split: self._metrics(split) for split in ("train", "val", "test")}
         for split, metrics in self.scores.items():
             self.add_module(f"{split}_scores", metrics)
         self.accuracy = {split: metrics["acc"] for split, metrics in self.scores.items() if "acc" in metrics}
-        self.confusion = None if self.regression else MulticlassConfusionMatrix(num_classes)
+        self.confusion = None if self.regression or multi_label else MulticlassConfusionMatrix(num_classes)
         self.view_accuracy = nn.ModuleDict({name: MulticlassAccuracy(num_classes, average="micro") for name in test_views})
 
     def _metrics(self, split: str) -> nn.ModuleDict:
-        """A split's metrics: accuracy (and macro F1 past training), or a regression's correlations."""
+        """A split's metrics: accuracy (and macro F1 and Matthews' correlation, CoLA's metric, past
+        training), or a regression's correlations."""
         if self.regression:
             return nn.ModuleDict({} if split == "train" else {"pearson": PearsonCorrCoef(), "spearman": SpearmanCorrCoef()})
+        if self.multi_label:
+            return nn.ModuleDict({} if split == "train" else {
+                "f1_micro": MultilabelF1Score(self.num_classes, average="micro"),
+                "f1_macro": MultilabelF1Score(self.num_classes, average="macro"),
+                "exact": MultilabelExactMatch(self.num_classes)})
         metrics = {"acc": MulticlassAccuracy(self.num_classes, average="micro")}
         return nn.ModuleDict(metrics | ({} if split == "train" else
-                                        {"f1": MulticlassF1Score(self.num_classes, average="macro")}))
+                                        {"f1": MulticlassF1Score(self.num_classes, average="macro"),
+                                         "mcc": MulticlassMatthewsCorrCoef(self.num_classes)}))
 
     def logits(self, batch: ImageLabels | VideoClips | TextLabels) -> Tensor:
         """The network's class logits (B, num_classes) for a batch, in float32."""
@@ -140,7 +152,9 @@ class Classification(Objective):
         return self.forward_net(batch[0]).float()
 
     def loss(self, logits: Tensor, labels: Tensor, label_smoothing: float = 0.0) -> Tensor:
-        """Cross-entropy, or a regression's mean squared error."""
+        """Cross-entropy, a multi-label's binary cross-entropy per class, or a regression's mean squared error."""
+        if self.multi_label:
+            return F.binary_cross_entropy_with_logits(logits, labels.float())
         if self.regression:
             return F.mse_loss(logits.squeeze(-1), labels.float())
         return F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
@@ -157,7 +171,7 @@ class Classification(Objective):
         else:
             logits = self.logits(batch)
             loss = self.loss(logits, labels, self.label_smoothing)
-            if not self.regression:
+            if "train" in self.accuracy:
                 self.accuracy["train"](logits, labels)  # mixed images have no single right answer
                 self.log("train/acc", self.accuracy["train"], on_step=True, on_epoch=False)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True)
@@ -169,9 +183,18 @@ class Classification(Objective):
         logits = self.logits(batch)
         self.log(f"{split}/loss", self.loss(logits, labels), prog_bar=True, sync_dist=True, batch_size=len(labels))
         for name, metric in self.scores[split].items():
-            metric(logits.squeeze(-1) if self.regression else logits, labels.float() if self.regression else labels)
-            self.log(f"{split}/{name}", metric, prog_bar=name in ("acc", "spearman"), batch_size=len(labels))
+            metric(*self.scored(logits, labels))
+            shown = name in ("acc", "spearman", "f1_micro")
+            self.log(f"{split}/{name}", metric, prog_bar=shown, batch_size=len(labels))
         return logits
+
+    def scored(self, logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+        """(predictions, targets) as the metrics read them: a regression's one output and float scores, a
+        multi-label's probabilities (torchmetrics predicts above 0.5) and 0/1 targets, else the logits
+        and class indices."""
+        if self.regression:
+            return logits.squeeze(-1), labels.float()
+        return (logits.sigmoid(), labels.long()) if self.multi_label else (logits, labels)
 
     def validation_step(self, batch: ImageLabels | VideoClips, batch_idx: int) -> None:
         self._evaluate(batch, "val")

@@ -252,7 +252,8 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
-KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric", "better", "baseline", "effect")  # a study file's keys
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric", "better", "baseline", "effect", "lr_grid",
+        "bases")  # a study file's keys
 NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
 
 
@@ -301,6 +302,28 @@ def check_shape(study: DictConfig) -> None:
     effect = study.get("effect")
     if effect is not None and (isinstance(effect, bool) or not isinstance(effect, (int, float)) or effect <= 0):
         raise ValueError(f"study {name}: effect={effect}: expected a positive difference of its metric, e.g. 0.01")
+    check_grid_and_bases(study)
+
+
+def check_grid_and_bases(study: DictConfig) -> None:
+    """Refuse (ValueError, one line) an ``lr_grid`` that is not two or more distinct positive rates,
+    and ``bases:`` that are not a mapping of names to lists of overrides, or stand beside ``base:``."""
+    name, grid = study.get("name", "?"), study.get("lr_grid")
+    if grid is not None and (not isinstance(grid, ListConfig) or len(grid) < 2 or len(set(grid)) < len(grid) or any(
+            isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0 for r in grid)):
+        raise ValueError(f"study {name}: lr_grid={grid}: expected two or more distinct positive learning rates, "
+                         f"e.g. lr_grid: [1.0e-3, 3.0e-3]")
+    given = study.get("bases")
+    if given is None:
+        return
+    if study.get("base") is not None:
+        raise ValueError(f"study {name}: both base and bases: name one (bases: {{NAME: [overrides]}} for several)")
+    if not isinstance(given, DictConfig) or not given:
+        raise ValueError(f"study {name}: bases: expected a mapping of base names to lists of overrides")
+    for base, overrides in given.items():
+        check_name(name, "base", base)
+        if not isinstance(overrides, ListConfig):
+            raise ValueError(f"study {name}: base {base}: expected a list of overrides, e.g. [model=gpt]")
 
 
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:

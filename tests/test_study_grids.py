@@ -134,3 +134,95 @@ def test_a_tiny_lr_grid_study_runs_its_grid_then_the_seeds_at_the_chosen_rates(t
     text = (out / "report.md").read_text()
     assert f"| causal | {finals[('causal', 1e-3)]:.4f} | {finals[('causal', 1e-2)]:.4f} | {best['causal']:g} |" in text
     assert "## Against the baseline, causal, each value at its best rate" in text
+
+
+# --- 3. several budgets and a compute multiplier -------------------------------------------------
+
+def law(flops, a=3.0, b=0.3, c=1.5):
+    return a * (np.asarray(flops) / 1e6) ** -b + c
+
+
+def test_the_power_law_fit_recovers_its_curve_and_the_multiplier_is_the_compute_ratio():
+    flops = [1e6, 2e6, 4e6, 8e6, 16e6]
+    found = fit([(c, float(law(c))) for c in flops])
+    assert (found.a, found.b, found.c) == pytest.approx((3.0, 0.3, 1.5), rel=1e-4)
+    assert found.dof == 2 and max(map(abs, found.residuals)) < 1e-8
+    assert multiplier(found, float(law(6e6)), 3e6) == pytest.approx(2.0, rel=1e-4)  # the baseline needs 2x
+    assert multiplier(found, 1.4, 3e6) is None  # below its floor c: never reached
+    assert fit([(c, float(law(c))) for c in flops[:3]]).dof == 0 and fit([(1e6, 2.0), (2e6, 1.9)]) is None
+
+
+def budget_study(tmp_path, budgets: list[int]) -> dict:
+    """A study of causal and local at ``budgets`` (tokens), 3 seeds: local at each budget reaches the
+    loss causal reaches at twice its FLOPs, each seed shifting both alike."""
+    study = write_study(tmp_path, budget={"tokens": budgets}, baseline="causal")
+    for tokens in budgets:
+        flops = 1e6 * tokens / budgets[0]
+        for seed in SEEDS:
+            shift = 0.01 * seed
+            fake(tmp_path, Key("causal", seed, None, None, float(tokens)), float(law(flops)) + shift, flops=flops)
+            fake(tmp_path, Key("local", seed, None, None, float(tokens)), float(law(2 * flops)) + shift, flops=flops)
+    return study
+
+
+def test_the_report_fits_each_value_and_states_its_compute_multiplier_with_an_interval_over_seeds(tmp_path):
+    budget_study(tmp_path, [640, 1280, 2560, 5120])
+    text = report(tmp_path)
+    part = section(text, "## val/loss against training FLOPs")
+    cells = row(part, "causal").split(" | ")
+    assert [float(x) for x in cells[1:4]] == pytest.approx([3.0, 0.3, 1.52], rel=1e-3) and cells[-1] == "1 |"
+    assert row(section(part, "Compute multiplier"), "local") == "| local | " + " | ".join(
+        ["2; seeds: 2 [2, 2] (3 seeds)"] * 4) + " |"
+    assert "| causal | 0.03M | 1e+06 | " in row(section(text, "## Values (tokens 640)"), "causal")
+    assert "- local/tokens_5120.0/seed_3: finished" in text
+    assert (tmp_path / "fit_vs_flops.png").stat().st_size > 1000 and "![val/loss against FLOPs, fitted]" in text
+
+
+def test_three_budgets_fit_with_no_residual_degrees_of_freedom_and_two_not_at_all(tmp_path):
+    budget_study(tmp_path / "three", [640, 1280, 2560])
+    assert "| 0: the curve passes through the points and states no error of its own |" in report(tmp_path / "three")
+    budget_study(tmp_path / "two", [640, 1280])
+    text = report(tmp_path / "two")
+    assert row(section(text, "## val/loss against training FLOPs"), "local").startswith("| local | no fit: fewer than 3")
+    assert "n/a (no fit of causal)" in text
+
+
+def test_a_folder_of_another_budget_beside_a_study_of_several_is_still_refused(tmp_path):
+    budget_study(tmp_path, [640, 1280, 2560])
+    fake_run(tmp_path, "strays", 1, tokens=999)
+    with pytest.raises(ValueError, match=r"holds the runs of study tiny at budget tokens=640 \(study\.yaml, .*\) and "
+                                         r"study tiny at budget tokens=999 \(strays/seed_1\)"):
+        study_of(tmp_path)
+
+
+@pytest.mark.parametrize("budget, said", [({"tokens": [640, 640]}, r"budget\.tokens=\[640, 640\]: an amount twice"),
+                                          ({"tokens": [640, 0]}, r"budget\.tokens=\[640, 0\]: a budget is a positive")])
+def test_a_list_of_budgets_that_is_not_distinct_positive_amounts_is_refused(budget, said):
+    with pytest.raises(ValueError, match=said):
+        check_shape(OmegaConf.create(tiny_study(budget=budget)))
+
+
+def test_each_run_of_a_study_of_several_budgets_has_its_own_budget(tmp_path):
+    study = OmegaConf.create(tiny_study(budget={"tokens": [640, 1280]}))
+    (command,) = sweeps(study, tmp_path, {key: {} for key in keys(study)})
+    line = [a for a in command[command.index("--multirun") + 1:] if not a.startswith(("+study_run=", "hydra."))]
+    assert not any(a.startswith("budget.") for a in line)
+    run = compose_config([f"hydra.searchpath=[file://{tmp_path / 'configs'}]", "+study_run=local/tokens_1280.0/seed_1",
+                          *line])
+    assert run.budget.tokens == 1280 and run.study.value == "local"
+
+
+@pytest.mark.slow  # four tiny runs (~1 min)
+def test_a_tiny_study_at_three_budgets_runs_each_and_reports_the_fit(tmp_path):
+    from test_faults_studies import LOCAL
+
+    study = tiny_study(budget={"tokens": [TOKENS // 5 * 2, TOKENS // 5 * 3, TOKENS]}, values={"causal": [],
+                                                                                                 "local": [LOCAL]})
+    done = subprocess.run(compare_command(tmp_path, study), cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    steps = {json.loads(p.read_text())["steps"] for p in out.glob("causal/tokens_*/seed_1/budget.json")}
+    assert steps == {2, 3, 5}
+    text = (out / "report.md").read_text()
+    assert "## val/loss against training FLOPs" in text and (out / "fit_vs_flops.png").is_file()

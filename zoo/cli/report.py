@@ -108,8 +108,10 @@ def run_configs(folder: Path) -> dict[Path, DictConfig]:
 
 def _budget(budget: object) -> str:
     """A budget as ``kind=amount`` (the amounts as numbers, 6.4936e12 = 6493600000000.0)."""
-    given = {k: float(v) for k, v in (budget or {}).items() if v is not None}
-    return ", ".join(f"{k}={v:.6g}" for k, v in sorted(given.items())) or "none"
+    def said(amount: object) -> str:
+        return f"[{', '.join(said(a) for a in amount)}]" if isinstance(amount, ListConfig) else f"{float(amount):.6g}"
+
+    return ", ".join(f"{k}={said(v)}" for k, v in sorted((budget or {}).items()) if v is not None) or "none"
 
 
 def study_of(folder: Path) -> DictConfig:

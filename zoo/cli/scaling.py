@@ -9,10 +9,11 @@ states no error of its own); fewer cannot be fitted."""
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import curve_fit
+from scipy.optimize import OptimizeWarning, curve_fit
 
 from zoo.cli.paired import interval
 
@@ -61,8 +62,10 @@ def fit(points: list[tuple[float, float]]) -> Fit | None:
     scale = float(flops[0])
     guess = (max(float(loss[0] - loss[-1]), 1e-6), 0.5, float(loss[-1]) - 1e-3)
     try:
-        (a, b, c), _ = curve_fit(lambda x, a, b, c: a * x ** -b + c, flops / scale, loss, p0=guess,
-                                 bounds=([0.0, 0.0, -np.inf], [np.inf, 10.0, np.inf]), maxfev=20_000)
+        with warnings.catch_warnings():  # three points leave no covariance to estimate: not used here
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (a, b, c), _ = curve_fit(lambda x, a, b, c: a * x ** -b + c, flops / scale, loss, p0=guess,
+                                     bounds=([0.0, 0.0, -np.inf], [np.inf, 10.0, np.inf]), maxfev=20_000)
     except (RuntimeError, ValueError):
         return None
     if not all(map(math.isfinite, (a, b, c))):

@@ -39,7 +39,7 @@ def fake(out, key: Key, final: float, kind: str = "tokens", flops: float = 2e6, 
 
 
 def write_study(out, **changes) -> dict:
-    study = tiny_study(values={"causal": [], "local": []}, seeds=list(SEEDS), **changes)
+    study = tiny_study(**{"values": {"causal": [], "local": []}, "seeds": list(SEEDS), **changes})
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.yaml").write_text(OmegaConf.to_yaml(study))
     return study
@@ -226,3 +226,80 @@ def test_a_tiny_study_at_three_budgets_runs_each_and_reports_the_fit(tmp_path):
     assert steps == {2, 3, 5}
     text = (out / "report.md").read_text()
     assert "## val/loss against training FLOPs" in text and (out / "fit_vs_flops.png").is_file()
+
+
+# --- 5. one change across every base -------------------------------------------------------------
+
+TWO_BASES = {"deep": ["model=gpt", "model.net.n_layers=2"], "shallow": ["model=gpt", "model.net.n_layers=1"]}
+
+
+def test_the_report_has_a_value_by_base_matrix_of_paired_differences(tmp_path):
+    write_study(tmp_path, base=None, bases=TWO_BASES, values={"causal": [], "local": [], "strided": []},
+                baseline="causal")
+    finals = {("deep", "causal"): (2.0, 2.1, 2.05), ("deep", "local"): (1.9, 2.02, 1.96),
+              ("deep", "strided"): (2.1, 2.1, 2.2), ("shallow", "causal"): (2.5, 2.4, 2.45),
+              ("shallow", "local"): (2.52, 2.38, 2.5)}
+    for (base, value), values in finals.items():
+        for seed, final in zip(SEEDS, values):
+            fake(tmp_path, Key(value, seed, base), final)
+    text = report(tmp_path)
+    part = section(text, "## Across the bases: val/loss difference against causal")
+    assert part.splitlines()[4] == "| value | base deep | base shallow |"
+    cell = {}
+    for base in TWO_BASES:
+        result = paired(dict(zip(SEEDS, finals[(base, "causal")])), dict(zip(SEEDS, finals[(base, "local")])))
+        cell[base] = "{:+.4f} [{:+.4f}, {:+.4f}] {}".format(result.mean, *result.t_interval, result.verdict)
+    assert row(part, "local") == f"| local | {cell['deep']} | {cell['shallow']} |"
+    assert row(part, "strided").endswith("| n/a: fewer than 2 seeds finished for both |")
+    assert "## Against the baseline, causal (base shallow)" in text and "- shallow/strided/seed_2: missing" in text
+
+
+def test_each_base_is_a_multirun_of_its_own_and_its_runs_are_its_configs(tmp_path):
+    from test_faults_studies import LOCAL
+
+    study = OmegaConf.create(tiny_study(base=None, bases=TWO_BASES, values={"causal": [], "local": [LOCAL]}))
+    commands = sweeps(study, tmp_path, {key: {} for key in keys(study)})
+    assert [next(a for a in c if a.startswith("+study_run=")) for c in commands] == [
+        "+study_run=deep/causal/seed_1,deep/local/seed_1", "+study_run=shallow/causal/seed_1,shallow/local/seed_1"]
+    for command, layers in zip(commands, (2, 1)):
+        line = [a for a in command[command.index("--multirun") + 1:] if not a.startswith(("+study_run=", "hydra."))]
+        name = next(a for a in command if a.startswith("+study_run=")).split("=")[1].split(",")[1]
+        run = compose_config([f"hydra.searchpath=[file://{tmp_path / 'configs'}]", f"+study_run={name}", *line])
+        assert run.model.net.n_layers == layers and run.study.base == name.split("/")[0]
+        assert run.model.net.mask.window == 8
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"bases": TWO_BASES}, r"study tiny: both base and bases: name one"),
+    ({"base": None, "bases": {"../up": []}}, r"study tiny: base '\.\./up' is not a name"),
+    ({"base": None, "bases": {"a": "model=gpt"}}, r"study tiny: base a: expected a list of overrides"),
+])
+def test_bases_that_are_not_named_lists_of_overrides_are_refused(change, said):
+    with pytest.raises(ValueError, match=said):
+        check_shape(OmegaConf.create(tiny_study(**change)))
+
+
+def test_a_value_that_differs_in_a_second_axis_under_one_base_is_refused_naming_it(tmp_path):
+    from zoo.cli.precheck import Refused, check_study
+
+    bases = {"gpt": ["model=gpt"], "neo": ["model=gpt", "model.net.block.bias=false"]}
+    study = tiny_study(base=None, bases=bases, axis="block", values={"gelu": [], "biased": ["model.net.block.bias=true"]})
+    with pytest.raises(Refused, match=r"values gelu and biased under base gpt are the same config"):
+        check_study(compose_config(study_file(tmp_path, study), "compare").study)
+
+
+@pytest.mark.slow  # four tiny runs (~1 min)
+def test_a_tiny_study_over_two_bases_runs_every_value_under_each(tmp_path):
+    from test_faults_studies import BASE, LOCAL
+
+    bases = {"deep": BASE, "shallow": [*BASE, "model.net.n_layers=1"]}
+    study = tiny_study(base=None, bases=bases, seeds=[1, 2], values={"causal": [], "local": [LOCAL]})
+    done = subprocess.run(compare_command(tmp_path, study), cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    for base, layers in (("deep", 2), ("shallow", 1)):
+        for value in ("causal", "local"):
+            assert OmegaConf.load(out / base / value / "seed_2" / "config.yaml").model.net.n_layers == layers
+    text = (out / "report.md").read_text()
+    assert row(section(text, "## Across the bases"), "local").count("]") == 2

@@ -330,15 +330,17 @@ def check_study(study: DictConfig, extra: list[str] = ()) -> None:
     """A study file's keys, names, seeds and budget (:func:`check_shape`); its runs
     compose (each value's overrides, and ``extra`` added to every run, checked as
     train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
-    from zoo.cli.study import check_one_axis, run_overrides
+    from zoo.cli.study import bases, check_one_axis, run_overrides
 
     try:
         check_shape(study)
-        for value in study["values"]:
-            try:
-                check_overrides("train", run_overrides(study, value, extra))
-            except Refused as refusal:
-                raise Refused(f"study {study.name}, value {value}: {refusal}") from None
+        for base in bases(study):
+            for value in study["values"]:
+                try:
+                    check_overrides("train", run_overrides(study, value, extra, base))
+                except Refused as refusal:
+                    under = f" under base {base}" if base else ""
+                    raise Refused(f"study {study.name}, value {value}{under}: {refusal}") from None
         check_one_axis(study, extra)
     except ValueError as error:
         raise Refused(str(error)) from None

@@ -190,25 +190,30 @@ def sweep(study: DictConfig, out: Path, starts: dict[tuple, dict], launcher: str
     """The command line of the multirun of the study's runs in ``starts`` (:func:`write_runs`; all
     under one base), one run folder each (``out/RUN``, :func:`run_name`), with the base, the budget
     and ``extra`` overrides."""
-    configs = write_runs(study, out, starts)
+    return command(study, out, write_runs(study, out, starts), starts, launcher, extra)
+
+
+def command(study: DictConfig, out: Path, configs: Path, starts: dict[tuple, dict], launcher: str | None,
+            extra: list[str]) -> list[str]:
+    """:func:`sweep`'s command line, the runs' files already in ``configs``."""
     kind = budget_amounts(study)[0]
     base = {Key(*run).base for run in starts}.pop()
     return [sys.executable, "-m", "zoo", "train", "--multirun", f"hydra.searchpath=[file://{configs.resolve()}]",
             f"+study_run={','.join(run_name(*Key(*run), kind=kind) for run in starts)}",
             *split_base(study, base)[0], *(budget_overrides(study) if budget_amounts(study)[1] is None else []),
-            *extra, f"hydra.sweep.dir={out.resolve()}",
-            "hydra.sweep.subdir=${hydra.runtime.choices.study_run}",
+            *extra, f"hydra.sweep.dir={out.resolve()}", "hydra.sweep.subdir=${hydra.runtime.choices.study_run}",
             *([f"hydra/launcher={launcher}"] if launcher else [])]
 
 
 def sweeps(study: DictConfig, out: Path, starts: dict[Key, dict], launcher: str | None = None,
            extra: list[str] = ()) -> list[list[str]]:
     """One :func:`sweep` per base of the runs in ``starts`` (a base chooses config groups, which
-    only the command line can: one multirun each)."""
+    only the command line can: one multirun each), every run's file written first."""
+    configs = write_runs(study, out, starts)
     by_base: dict[str | None, dict[Key, dict]] = {}
     for run, given in starts.items():
         by_base.setdefault(run.base, {})[run] = given
-    return [sweep(study, out, group, launcher, extra) for group in by_base.values()]
+    return [command(study, out, configs, group, launcher, extra) for group in by_base.values()]
 
 
 def check_runs(study: DictConfig, extra: list[str] = ()) -> None:

@@ -303,3 +303,45 @@ def test_a_tiny_study_over_two_bases_runs_every_value_under_each(tmp_path):
             assert OmegaConf.load(out / base / value / "seed_2" / "config.yaml").model.net.n_layers == layers
     text = (out / "report.md").read_text()
     assert row(section(text, "## Across the bases"), "local").count("]") == 2
+
+
+# --- 4. bits per byte ----------------------------------------------------------------------------
+
+def test_a_bits_per_byte_study_on_data_that_cannot_count_its_bytes_is_refused_naming_both(tmp_path):
+    from zoo.cli.precheck import Refused, check_study
+
+    study = tiny_study(metric="val/bpb")  # the tiny GPT on tinyshakespeare's random windows
+    with pytest.raises(Refused, match=r"study tiny: metric=val/bpb: model=gpt, data=tinyshakespeare cannot count the "
+                                      r"validation split's bytes; bits per byte need a next-token LM .* on data=text"):
+        check_study(compose_config(study_file(tmp_path, study), "compare").study)
+    bert = tiny_study(metric="val/bpb", base=["model=bert", "data=text", "data.source=x.txt"], axis="block",
+                      values={"gelu": [], "relu": ["model.net.block.activation=relu"]})
+    with pytest.raises(Refused, match=r"metric=val/bpb: model=bert, data=text cannot count"):
+        check_study(compose_config(study_file(tmp_path, bert), "compare").study)
+    text = tiny_study(metric="val/bpb", base=["model=gpt", "data=text", "data.source=x.txt"])
+    check_study(compose_config(study_file(tmp_path, text), "compare").study)  # a GPT on data=text gives it
+
+
+@pytest.mark.slow  # two tiny runs on data=text (~1 min)
+def test_a_tiny_study_on_text_reports_bits_per_byte_the_test_stage_s_on_the_same_split(tmp_path):
+    from test_data_text import write_corpus
+    from test_faults_studies import BASE, LOCAL
+
+    corpus = write_corpus(tmp_path / "corpus", files=8)
+    held = corpus / "doc0.md"
+    base = [b for b in BASE if b not in ("test=false", "trainer.val_check_interval=2")
+            and not b.startswith(("data.check", "data.val_batches"))]
+    base += ["data=text", f"data.source={corpus}", f"data.val={held}", f"data.test={held}", "test=true",
+             "trainer.val_check_interval=50"]
+    study = tiny_study(metric="val/bpb", base=base, values={"causal": [], "local": [LOCAL]})
+    done = subprocess.run(compare_command(tmp_path, study), cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "out" / "report.md").read_text()
+    for value in ("causal", "local"):
+        run = tmp_path / "out" / value / "seed_1"
+        final = json.loads((run / "budget.json").read_text())["final"]
+        with open(run / "metrics.csv") as f:
+            tested = next(float(r["test/bpb"]) for r in __import__("csv").DictReader(f) if r.get("test/bpb"))
+        assert final["val/bpb"] == pytest.approx(tested, rel=1e-6)  # the same split and weights: the same number
+        assert f" | {final['val/bpb']:.4f} / " in row(text, value)

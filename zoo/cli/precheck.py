@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
-from omegaconf import DictConfig, ListConfig, ValueNode
+from omegaconf import DictConfig, ListConfig, OmegaConf, ValueNode
 
 from zoo.config import CONF_DIR, compose_config
 from zoo.train import compat, run_dir  # (both light: compat imports a model's classes only when asked)
@@ -336,14 +336,32 @@ def check_study(study: DictConfig, extra: list[str] = ()) -> None:
         check_shape(study)
         for base in bases(study):
             for value in study["values"]:
+                under = f" under base {base}" if base else ""
                 try:
-                    check_overrides("train", run_overrides(study, value, extra, base))
+                    cfg = check_overrides("train", run_overrides(study, value, extra, base))
                 except Refused as refusal:
-                    under = f" under base {base}" if base else ""
                     raise Refused(f"study {study.name}, value {value}{under}: {refusal}") from None
+                check_bits_per_byte(study, cfg, under)
         check_one_axis(study, extra)
     except ValueError as error:
         raise Refused(str(error)) from None
+
+
+# What logs val/bpb: a next-token LM validating on data=text's documents, whose UTF-8 bytes it counts.
+BITS_PER_BYTE = {"model": "zoo.objectives.lm.NextTokenLM", "data": "zoo.data.text.TextData"}
+
+
+def check_bits_per_byte(study: DictConfig, cfg: DictConfig, under: str = "") -> None:
+    """Refuse ``metric: val/bpb`` for a run whose model or data cannot give it (only a next-token LM
+    on data=text counts the validation split's bytes), naming both."""
+    if study.get("metric") != "val/bpb":
+        return
+    if any(OmegaConf.select(cfg, f"{key}._target_") != target for key, target in BITS_PER_BYTE.items()):
+        choices = OmegaConf.select(cfg, "hydra.runtime.choices") or {}
+        said = ", ".join(f"{key}={choices.get(key, OmegaConf.select(cfg, f'{key}._target_'))}" for key in BITS_PER_BYTE)
+        raise ValueError(f"study {study.name}{under}: metric=val/bpb: {said} cannot count the validation split's "
+                         f"bytes; bits per byte need a next-token LM (model=gpt, llama, ...) on data=text, or "
+                         f"metric=val/loss")
 
 
 # The keys of a command's config that hold overrides of conf/train.yaml, checked as train's own.

@@ -282,9 +282,9 @@ def test_bases_that_are_not_named_lists_of_overrides_are_refused(change, said):
 def test_a_value_that_differs_in_a_second_axis_under_one_base_is_refused_naming_it(tmp_path):
     from zoo.cli.precheck import Refused, check_study
 
-    bases = {"gpt": ["model=gpt"], "neo": ["model=gpt", "model.net.block.bias=false"]}
-    study = tiny_study(base=None, bases=bases, axis="block", values={"gelu": [], "biased": ["model.net.block.bias=true"]})
-    with pytest.raises(Refused, match=r"values gelu and biased under base gpt are the same config"):
+    bases = {"wide": ["model=gpt", "model.net.block.n_heads=2"], "four": ["model=gpt", "model.net.block.n_heads=4"]}
+    study = tiny_study(base=None, bases=bases, axis="block", values={"two": [], "four": ["model.net.block.n_heads=4"]})
+    with pytest.raises(Refused, match=r"values two and four under base four are the same config"):
         check_study(compose_config(study_file(tmp_path, study), "compare").study)
 
 

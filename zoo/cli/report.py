@@ -506,7 +506,7 @@ def scaling(study: DictConfig, all_runs: list[Run], metric: str, folder: Path) -
         for run in at_rates(study, [r for r in all_runs if r.base == base], rates):
             if run.state == "finished" and run.final is not None:
                 points[run.value].setdefault(run.budget, {})[run.seed] = (run.spent["spent"]["flops"], run.final)
-        text, fits = fitted_section(points, baseline, metric, label(study, base, None))
+        text, fits = fitted_section(points, baseline, metric, label(study, base, None), budget_amounts(study)[0])
         path = folder / (f"fit_vs_flops_{base}.png" if base else "fit_vs_flops.png")
         found.append((text + f"![{metric} against FLOPs, fitted]({path.name})\n\n", fit_picture(points, fits, metric, path)))
     return found

@@ -102,14 +102,14 @@ def fit_table(fits: dict[str, Fit | None]) -> str:
     return "\n".join(lines)
 
 
-def multipliers(points: dict[str, dict[float, dict[int, tuple[float, float]]]], baseline: str) -> str:
+def multipliers(points: dict[str, dict[float, dict[int, tuple[float, float]]]], baseline: str, kind: str) -> str:
     """Each value's compute multiplier against ``baseline`` at each budget: from the seeds' mean
     points, and over the seeds (the baseline fitted per seed, where a seed has 3 or more budgets)."""
     fitted = fit([mean_point(seeds) for seeds in points[baseline].values()])
     per_seed = {seed: fit([at[seed] for at in points[baseline].values() if seed in at])
                 for seed in {s for at in points[baseline].values() for s in at}}
     budgets = sorted({b for at in points.values() for b in at})
-    lines = ["| value | " + " | ".join(f"budget {b:.4g}" for b in budgets) + " |", "|" + "---|" * (len(budgets) + 1)]
+    lines = ["| value | " + " | ".join(f"{kind} {b:.6g}" for b in budgets) + " |", "|" + "---|" * (len(budgets) + 1)]
     for value, at in points.items():
         if value == baseline:
             continue
@@ -133,7 +133,7 @@ def mean_point(seeds: dict[int, tuple[float, float]]) -> tuple[float, float]:
 
 
 def section(points: dict[str, dict[float, dict[int, tuple[float, float]]]], baseline: str, metric: str,
-            where: str) -> tuple[str, dict[str, Fit | None]]:
+            where: str, kind: str) -> tuple[str, dict[str, Fit | None]]:
     """report.md's section on the budgets (``points``: {value: {budget: {seed: (FLOPs spent, final)}}}),
     and each value's fit for the picture."""
     fits = {value: fit([mean_point(seeds) for seeds in at.values()]) for value, at in points.items()}
@@ -143,4 +143,4 @@ def section(points: dict[str, dict[float, dict[int, tuple[float, float]]]], base
             f"{fit_table(fits)}\n\nCompute multiplier against {baseline}: the FLOPs at which {baseline}'s fitted "
             f"curve reaches the value's loss, divided by the value's FLOPs, at each budget (above 1: the value "
             f"saves compute); then its mean and 95% t interval over the seeds, {baseline} fitted per seed (n/a "
-            f"where fewer than 2 seeds have 3 budgets).\n\n{multipliers(points, baseline)}\n\n"), fits
+            f"where fewer than 2 seeds have 3 budgets).\n\n{multipliers(points, baseline, kind)}\n\n"), fits

@@ -24,8 +24,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
 from zoo.cli.precheck import check_study
-from zoo.cli.report import Run, load, read_run, study_runs, write_report
-from zoo.cli.study import check_runs, runs, sweep
+from zoo.cli.report import Run, best_rates, load, read_run, study_runs, write_report
+from zoo.cli.study import Key, budget_amounts, check_runs, keys, sweeps
 from zoo.train import run_dir
 
 OVERRIDES = "overrides.yaml"  # out/: the overrides every run of the study adds (compare's overrides= and steps=)
@@ -41,12 +41,11 @@ def main(cfg: DictConfig) -> None:
     check_runs(study, extra)  # every run's config, its _target_s found
     run_dir.lock(out, setting="out=")
     starts = plan(study, out, extra)
-    caught = None
-    if starts:
-        command = sweep(study, out, starts, cfg.launcher, extra)
-        (out / OVERRIDES).write_text(OmegaConf.to_yaml(extra))
-        print(f"{len(starts)} of {len(runs(study))} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
-        caught = run_forwarding_signals(command, bool(cfg.launcher))
+    caught = launch(study, out, starts, cfg.launcher, extra, len(keys(study)))
+    if study.get("lr_grid") and not caught:  # the grid has run: the other seeds at the rates it chose
+        rates = best_rates(study, study_runs(out)[1])
+        more = {k: v for k, v in plan(study, out, extra, rates).items() if k not in starts}
+        caught = launch(study, out, more, cfg.launcher, extra, len(keys(study, rates)))
     for path in write_report(out):
         print(f"wrote {path}")
     all_runs = study_runs(out)[1]
@@ -58,6 +57,20 @@ def main(cfg: DictConfig) -> None:
         raise RuntimeError(summary(all_runs, out))
 
 
+def launch(study: DictConfig, out: Path, starts: dict[Key, dict], launcher: str | None, extra: list[str],
+           total: int) -> int | None:
+    """Run ``starts`` (one multirun per base, :func:`zoo.cli.study.sweeps`) one after the other;
+    returns the signal that stopped them, or None. ``total``: the study's runs, for the message."""
+    for command in sweeps(study, out, starts, launcher, extra) if starts else []:
+        (out / OVERRIDES).write_text(OmegaConf.to_yaml(extra))
+        started = next(a for a in command if a.startswith("+study_run=")).count(",") + 1
+        print(f"{started} of {total} runs into {out}:\n  " + " ".join(command[1:]), flush=True)
+        caught = run_forwarding_signals(command, bool(launcher))
+        if caught:
+            return caught
+    return None
+
+
 def summary(all_runs: list[Run], out: Path) -> str:
     """What finished and what did not, in a line."""
     finished = [r.name for r in all_runs if r.state == "finished"]
@@ -67,14 +80,15 @@ def summary(all_runs: list[Run], out: Path) -> str:
             f"the report: {out / 'report.md'}; the same command resumes the study")
 
 
-def plan(study: DictConfig, out: Path, extra: list[str]) -> dict[tuple[str, int], dict]:
-    """{run: the keys it starts with} for the study's runs that ``out`` does not hold finished: a
-    stopped run resumes from its last.ckpt, a failed one starts anew (its files removed, its
-    error.txt too), a missing one starts. Refuses (FileExistsError) an ``out`` that holds something
-    else: another study, the same study with other overrides, or files of no study."""
+def plan(study: DictConfig, out: Path, extra: list[str], rates: dict[tuple, float] | None = None) -> dict[Key, dict]:
+    """{run: the keys it starts with} for the study's runs (:func:`zoo.cli.study.keys`, ``rates``: an
+    lr_grid's choices) that ``out`` does not hold finished: a stopped run resumes from its
+    last.ckpt, a failed one starts anew (its files removed, its error.txt too), a missing one
+    starts. Refuses (FileExistsError) an ``out`` that holds something else: another study, the same
+    study with other overrides, or files of no study."""
     held = [p.name for p in out.iterdir() if p.name != run_dir.LOCK] if out.is_dir() else []
     if not held:
-        return {run: {} for run in runs(study)}
+        return {run: {} for run in keys(study, rates)}
     study_file, overrides_file = out / "study.yaml", out / OVERRIDES
     if not study_file.is_file():
         raise FileExistsError(f"out={out} holds files ({', '.join(sorted(held)[:3])}) but no study.yaml: not a "
@@ -89,7 +103,8 @@ def plan(study: DictConfig, out: Path, extra: list[str]) -> dict[tuple[str, int]
         raise FileExistsError(f"out={out} holds this study's runs with overrides {before}, not {extra}: pick "
                               f"another out=, or resume with the same overrides= and steps=")
     metric = study.get("metric") or "val/loss"
-    return {(r.value, r.seed): start_keys(r) for r in (read_run(out, v, s, metric) for v, s in runs(study))
+    kind = budget_amounts(study)[0]
+    return {r.key: start_keys(r) for r in (read_run(out, key, metric, kind) for key in keys(study, rates))
             if r.state != "finished"}
 
 

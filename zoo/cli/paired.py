@@ -58,12 +58,8 @@ def paired(baseline: dict[int, float], value: dict[int, float], lower_is_better:
         return None
     diffs = np.array([value[s] - baseline[s] for s in seeds], dtype=np.float64)
     mean, n = float(diffs.mean()), len(diffs)
-    if np.all(diffs == diffs[0]):  # no spread: the t statistic is 0 / 0 or x / 0
-        p, t_interval = (1.0 if mean == 0 else 0.0), (mean, mean)
-    else:
-        p = float(stats.ttest_1samp(diffs, 0.0).pvalue)
-        half = float(stats.t.ppf(1 - alpha / 2, n - 1) * diffs.std(ddof=1) / math.sqrt(n))
-        t_interval = (mean - half, mean + half)
+    p = (1.0 if mean == 0 else 0.0) if np.all(diffs == diffs[0]) else float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    t_interval = interval(diffs.tolist(), alpha)
     means = np.random.default_rng(0).choice(diffs, size=(resamples, n)).mean(axis=1)
     bootstrap = (float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2)))
     if p < alpha:
@@ -71,6 +67,17 @@ def paired(baseline: dict[int, float], value: dict[int, float], lower_is_better:
     else:
         verdict = f"no difference at alpha = {alpha:g}"
     return Paired(seeds, tuple(diffs.tolist()), mean, t_interval, bootstrap, p, verdict)
+
+
+def interval(values: list[float], alpha: float = ALPHA) -> tuple[float, float]:
+    """The 1 - ``alpha`` Student's t interval of the mean of ``values`` (two or more); values that
+    are all equal (no spread: 0 / 0) give the point itself."""
+    sample = np.array(values, dtype=np.float64)
+    mean, n = float(sample.mean()), len(sample)
+    if np.all(sample == sample[0]):
+        return mean, mean
+    half = float(stats.t.ppf(1 - alpha / 2, n - 1) * sample.std(ddof=1) / math.sqrt(n))
+    return mean - half, mean + half
 
 
 def power(seeds: int, spread: float, effect: float, alpha: float = ALPHA) -> float:

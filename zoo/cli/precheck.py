@@ -16,7 +16,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
-from omegaconf import DictConfig, ListConfig, ValueNode
+from omegaconf import DictConfig, ListConfig, OmegaConf, ValueNode
 
 from zoo.config import CONF_DIR, compose_config
 from zoo.train import compat, run_dir  # (both light: compat imports a model's classes only when asked)
@@ -277,7 +277,8 @@ def check(command: str, config: str, arguments: list[str]) -> None:
                               f"launcher=null runs one after the other") from None
 
 
-KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric", "better", "baseline", "effect")  # a study file's keys
+KEYS = ("name", "base", "axis", "values", "seeds", "budget", "metric", "better", "baseline", "effect", "lr_grid",
+        "bases")  # a study file's keys
 NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a study's or a value's name: one folder of out=, never a path
 
 
@@ -326,24 +327,66 @@ def check_shape(study: DictConfig) -> None:
     effect = study.get("effect")
     if effect is not None and (isinstance(effect, bool) or not isinstance(effect, (int, float)) or effect <= 0):
         raise ValueError(f"study {name}: effect={effect}: expected a positive difference of its metric, e.g. 0.01")
+    check_grid_and_bases(study)
+
+
+def check_grid_and_bases(study: DictConfig) -> None:
+    """Refuse (ValueError, one line) an ``lr_grid`` that is not two or more distinct positive rates,
+    and ``bases:`` that are not a mapping of names to lists of overrides, or stand beside ``base:``."""
+    name, grid = study.get("name", "?"), study.get("lr_grid")
+    if grid is not None and (not isinstance(grid, ListConfig) or len(grid) < 2 or len(set(grid)) < len(grid) or any(
+            isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0 for r in grid)):
+        raise ValueError(f"study {name}: lr_grid={grid}: expected two or more distinct positive learning rates, "
+                         f"e.g. lr_grid: [1.0e-3, 3.0e-3]")
+    given = study.get("bases")
+    if given is None:
+        return
+    if study.get("base") is not None:
+        raise ValueError(f"study {name}: both base and bases: name one (bases: {{NAME: [overrides]}} for several)")
+    if not isinstance(given, DictConfig) or not given:
+        raise ValueError(f"study {name}: bases: expected a mapping of base names to lists of overrides")
+    for base, overrides in given.items():
+        check_name(name, "base", base)
+        if not isinstance(overrides, ListConfig):
+            raise ValueError(f"study {name}: base {base}: expected a list of overrides, e.g. [model=gpt]")
 
 
 def check_study(study: DictConfig, extra: list[str] = ()) -> None:
     """A study file's keys, names, seeds and budget (:func:`check_shape`); its runs
     compose (each value's overrides, and ``extra`` added to every run, checked as
     train's own) and differ in its one axis only (:func:`zoo.cli.study.check_one_axis`)."""
-    from zoo.cli.study import check_one_axis, run_overrides
+    from zoo.cli.study import bases, check_one_axis, run_overrides
 
     try:
         check_shape(study)
-        for value in study["values"]:
-            try:
-                check_overrides("train", run_overrides(study, value, extra))
-            except Refused as refusal:
-                raise Refused(f"study {study.name}, value {value}: {refusal}") from None
+        for base in bases(study):
+            for value in study["values"]:
+                under = f" under base {base}" if base else ""
+                try:
+                    cfg = check_overrides("train", run_overrides(study, value, extra, base))
+                except Refused as refusal:
+                    raise Refused(f"study {study.name}, value {value}{under}: {refusal}") from None
+                check_bits_per_byte(study, cfg, under)
         check_one_axis(study, extra)
     except ValueError as error:
         raise Refused(str(error)) from None
+
+
+# What logs val/bpb: a next-token LM validating on data=text's documents, whose UTF-8 bytes it counts.
+BITS_PER_BYTE = {"model": "zoo.objectives.lm.NextTokenLM", "data": "zoo.data.text.TextData"}
+
+
+def check_bits_per_byte(study: DictConfig, cfg: DictConfig, under: str = "") -> None:
+    """Refuse ``metric: val/bpb`` for a run whose model or data cannot give it (only a next-token LM
+    on data=text counts the validation split's bytes), naming both."""
+    if study.get("metric") != "val/bpb":
+        return
+    if any(OmegaConf.select(cfg, f"{key}._target_") != target for key, target in BITS_PER_BYTE.items()):
+        choices = OmegaConf.select(cfg, "hydra.runtime.choices") or {}
+        said = ", ".join(f"{key}={choices.get(key, OmegaConf.select(cfg, f'{key}._target_'))}" for key in BITS_PER_BYTE)
+        raise ValueError(f"study {study.name}{under}: metric=val/bpb: {said} cannot count the validation split's "
+                         f"bytes; bits per byte need a next-token LM (model=gpt, llama, ...) on data=text, or "
+                         f"metric=val/loss")
 
 
 # The keys of a command's config that hold overrides of conf/train.yaml, checked as train's own.

@@ -23,12 +23,14 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from zoo.cli.commands import ERROR_FILE
-from zoo.cli.paired import ALPHA, POWER, RESAMPLES, paired, seeds_needed
+from zoo.cli.paired import ALPHA, POWER, RESAMPLES, Paired, paired, seeds_needed
 from zoo.cli.precheck import check_shape
-from zoo.cli.study import run_name
+from zoo.cli.scaling import section as fitted_section
+from zoo.cli.study import Key, budget_amounts, keys, run_name
 from zoo.plots import plt, read_metrics, save_figure
 
 # What a finished run's budget.json holds that the report reads (zoo.train.budget).
@@ -49,10 +51,18 @@ class Run:
     final: float | None = None  # the study's metric at the run's last validation
     series: dict = field(default_factory=dict)  # metrics.csv, for the pictures
     contexts: dict = field(default_factory=dict)  # contexts.json's "eval"
+    base: str | None = None  # where the study names several bases
+    lr: float | None = None  # where it names an lr_grid
+    budget: float | None = None  # where it names several budgets
+    kind: str = ""  # the budget's kind (flops, tokens, ...)
+
+    @property
+    def key(self) -> Key:
+        return Key(self.value, self.seed, self.base, self.lr, self.budget)
 
     @property
     def name(self) -> str:
-        return run_name(self.value, self.seed)
+        return run_name(*self.key, kind=self.kind)
 
     def said(self, metric: str) -> str:
         """The run's state in a few words."""
@@ -98,8 +108,10 @@ def run_configs(folder: Path) -> dict[Path, DictConfig]:
 
 def _budget(budget: object) -> str:
     """A budget as ``kind=amount`` (the amounts as numbers, 6.4936e12 = 6493600000000.0)."""
-    given = {k: float(v) for k, v in (budget or {}).items() if v is not None}
-    return ", ".join(f"{k}={v:.6g}" for k, v in sorted(given.items())) or "none"
+    def said(amount: object) -> str:
+        return f"[{', '.join(said(a) for a in amount)}]" if isinstance(amount, ListConfig) else f"{float(amount):.6g}"
+
+    return ", ".join(f"{k}={said(v)}" for k, v in sorted((budget or {}).items()) if v is not None) or "none"
 
 
 def study_of(folder: Path) -> DictConfig:
@@ -120,7 +132,14 @@ def study_of(folder: Path) -> DictConfig:
             check_shape(study)
         except ValueError as error:
             raise ValueError(f"{study_file} is not a study: {error}") from None
-        by_study.setdefault((study.name, _budget(study.budget)), []).insert(0, "study.yaml")
+        kind, amounts = budget_amounts(study)
+        own = {(study.name, _budget({kind: a})) for a in amounts or []}  # its runs' budgets, one of its list each
+        key = (study.name, _budget({kind: amounts[0]} if amounts else study.budget))
+        by_study = {key if k in own else k: [] for k in by_study} | {key: []}
+        for run, cfg in configs.items():
+            found = (str(cfg.study.get("name")), _budget(cfg.get("budget")))
+            by_study[key if found in own else found].append(str(run.relative_to(folder)))
+        by_study[key].insert(0, "study.yaml")
     if len(by_study) > 1:
         said = " and ".join(f"study {name} at budget {budget} ({', '.join(where[:3])}"
                             f"{', ...' if len(where) > 3 else ''})" for (name, budget), where in by_study.items())
@@ -140,11 +159,12 @@ def study_of(folder: Path) -> DictConfig:
     return study
 
 
-def read_run(folder: Path, value: str, seed: int, metric: str) -> Run:
-    """A run's state from its folder ``folder/VALUE/seed_SEED``: finished (budget.json, written at
-    the run's end, with its last validation), failed (error.txt, or a budget.json that cannot be
-    read), stopped (a checkpoint to resume from, no end) or missing."""
-    run = Run(value, seed, folder / run_name(value, seed), "missing", "never started")
+def read_run(folder: Path, key: Key, metric: str, kind: str = "") -> Run:
+    """A run's state from its folder ``folder/RUN`` (:func:`run_name`): finished (budget.json,
+    written at the run's end, with its last validation), failed (error.txt, or a budget.json that
+    cannot be read), stopped (a checkpoint to resume from, no end) or missing."""
+    run = Run(key.value, key.seed, folder / run_name(*key, kind=kind), "missing", "never started", base=key.base,
+              lr=key.lr, budget=key.budget, kind=kind)
     if not run.dir.is_dir():
         return run
     spent_file, error_file = run.dir / "budget.json", run.dir / ERROR_FILE
@@ -196,10 +216,28 @@ def _series(path: Path) -> tuple[dict, str]:
 
 
 def study_runs(folder: Path) -> tuple[DictConfig, list[Run]]:
-    """The study in ``folder`` (:func:`study_of`) and each of its runs (:func:`read_run`)."""
+    """The study in ``folder`` (:func:`study_of`) and each of its runs (:func:`read_run`): with an
+    ``lr_grid``, the grid's and then the seeds at the rates its finished grid runs chose."""
     study = study_of(folder)
-    metric = study.get("metric") or "val/loss"
-    return study, [read_run(folder, value, seed, metric) for value in study["values"] for seed in study.seeds]
+    metric, kind = study.get("metric") or "val/loss", budget_amounts(study)[0]
+    found = [read_run(folder, key, metric, kind) for key in keys(study)]
+    if study.get("lr_grid"):
+        found = [read_run(folder, key, metric, kind) for key in keys(study, best_rates(study, found))]
+    return study, found
+
+
+def best_rates(study: DictConfig, all_runs: list[Run]) -> dict[tuple, float]:
+    """{(base, value, budget): the learning rate of its ``lr_grid`` whose first-seed run finished with
+    the best final metric (the study's ``better:``)}; a value none of whose grid runs finished has none."""
+    lower = study.get("better", "lower") == "lower"
+    best: dict[tuple, Run] = {}
+    for run in all_runs:
+        if run.seed != study.seeds[0] or run.state != "finished" or run.final is None:
+            continue
+        cell = (run.base, run.value, run.budget)
+        if cell not in best or (run.final < best[cell].final) == lower and run.final != best[cell].final:
+            best[cell] = run
+    return {cell: run.lr for cell, run in best.items()}
 
 
 def _curve(run: Run, metric: str, x: str) -> list[tuple[float, float]]:
@@ -245,23 +283,30 @@ def table(all_runs: list[Run], metric: str, axis: str) -> str:
     return "\n".join(lines)
 
 
-def against_baseline(study: DictConfig, all_runs: list[Run], metric: str, effect: float) -> str:
+def pairs(study: DictConfig, all_runs: list[Run]) -> dict[str, Paired | None]:
+    """{value: :func:`zoo.cli.paired.paired` against the study's baseline} over ``all_runs`` (one
+    run per value and seed), the baseline left out."""
+    by_value = {value: {r.seed: r.final for r in group} for value, group in averaged(all_runs).items()}
+    base = study.get("baseline") or next(iter(study["values"]))
+    lower = study.get("better", "lower") == "lower"
+    return {value: paired(by_value.get(base, {}), finals, lower) for value, finals in by_value.items() if value != base}
+
+
+def against_baseline(study: DictConfig, all_runs: list[Run], metric: str, effect: float, where: str = "") -> str:
     """The paired comparison of each value with the study's baseline (``baseline:``, else its first
     value) over the seeds both finished (:mod:`zoo.cli.paired`): a Markdown table, and the line of
-    how many seeds would detect a difference of ``effect``."""
+    how many seeds would detect a difference of ``effect``. ``where``: which of the study's runs
+    these are (a base, a budget, a learning rate), for the heading."""
     by_value = {value: {r.seed: r.final for r in group} for value, group in averaged(all_runs).items()}
-    base = study.get("baseline") or next(iter(by_value))
+    base = study.get("baseline") or next(iter(study["values"]))
     lower = study.get("better", "lower") == "lower"
     header = ["value", "paired seeds", f"mean difference in {metric}", "95% interval (t)", "95% interval (bootstrap)",
               "p (paired t-test)", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     needed = []
-    for value, finals in by_value.items():
-        if value == base:
-            continue
-        result = paired(by_value[base], finals, lower)
+    for value, result in pairs(study, all_runs).items():
         if result is None:
-            both = sorted(set(by_value[base]) & set(finals))
+            both = sorted(set(by_value.get(base, {})) & set(by_value[value]))
             lines.append(f"| {value} | {', '.join(map(str, both)) or 'none'} | "
                          + " | ".join(["n/a: fewer than 2 seeds finished for both"] * (len(header) - 2)) + " |")
             continue
@@ -273,7 +318,7 @@ def against_baseline(study: DictConfig, all_runs: list[Run], metric: str, effect
         needed.append(f"{value} {seeds if seeds is not None else 'more than 10,000'} (sd of differences "
                       f"{result.spread:.4f})")
     direction = "lower" if lower else "higher"
-    return (f"## Against the baseline, {base}\n\nEach seed draws the same initial weights and data order for every "
+    return (f"## Against the baseline, {base}{where}\n\nEach seed draws the same initial weights and data order for every "
             f"value, so each seed's difference (value - {base}) is paired; {direction} {metric} is better. The "
             f"intervals are 95%: Student's t over the seeds' differences, and a percentile bootstrap of their mean "
             f"({RESAMPLES:,} resamples, seeded); the verdict is the paired t-test's at alpha = {ALPHA:g}.\n\n" + "\n".join(lines)
@@ -335,19 +380,152 @@ def write_report(folder: Path, effect: float | None = None) -> list[Path]:
             f"finished runs only (the seeds column names them). Peak memory: each run's own, measured from its "
             f"start (on a CPU the process's peak resident set since then, Python and torch included; on a GPU "
             f"the tensors' peak).{longer}\n\n"
-            f"{table(all_runs, metric, study.axis)}\n\n"
-            f"{against_baseline(study, all_runs, metric, effect or study.get('effect') or EFFECT)}\n"
+            f"{body(study, all_runs, metric, effect or study.get('effect') or EFFECT)}"
             f"## Runs\n\n{len(finished)} of {len(all_runs)} runs finished.\n\n"
             + "".join(f"- {r.name}: {r.said(metric)}\n" for r in all_runs)
             + f"\n![{metric} against FLOPs](val_vs_flops.png)\n![{metric} against wall time](val_vs_seconds.png)\n")
+    fitted = scaling(study, all_runs, metric, folder)
     report = folder / "report.md"
-    report.write_text(text)
-    by_value = averaged(all_runs)
+    report.write_text(text + "".join(section for section, _ in fitted))
+    by_value = curves(all_runs)
     return [report, picture(by_value, metric, "val/flops_spent", "training FLOPs", folder / "val_vs_flops.png"),
-            picture(by_value, metric, "val/seconds_spent", "seconds of training steps", folder / "val_vs_seconds.png")]
+            picture(by_value, metric, "val/seconds_spent", "seconds of training steps", folder / "val_vs_seconds.png"),
+            *(path for _, path in fitted)]
+
+
+def curves(all_runs: list[Run]) -> dict[str, list[Run]]:
+    """{a line of the pictures (a run's folder less its seed): its finished runs}."""
+    by_line: dict[str, list[Run]] = {}
+    for run in all_runs:
+        if run.state == "finished" and run.final is not None:
+            by_line.setdefault(run.name.rsplit("/seed_", 1)[0], []).append(run)
+    return by_line
+
+
+def cells(all_runs: list[Run]) -> dict[tuple, list[Run]]:
+    """{(base, budget): its runs}, in the study's order: what one table compares."""
+    found: dict[tuple, list[Run]] = {}
+    for run in all_runs:
+        found.setdefault((run.base, run.budget), []).append(run)
+    return found
+
+
+def label(study: DictConfig, base: str | None, budget: float | None) -> str:
+    """Which cell of the study a table is of: `` (base NAME, KIND AMOUNT)``, or nothing."""
+    kind = budget_amounts(study)[0]
+    said = [*([f"base {base}"] if base else []), *([f"{kind} {budget:.6g}"] if budget is not None else [])]
+    return f" ({', '.join(said)})" if said else ""
+
+
+def at_rates(study: DictConfig, group: list[Run], rates: dict[tuple, float], own: bool = True) -> list[Run]:
+    """Of one cell's runs, each value's at its own best rate (``own``) or at the baseline value's
+    best rate (same-rate); all of them where the study has no lr_grid."""
+    if not study.get("lr_grid"):
+        return group
+    baseline = study.get("baseline") or next(iter(study["values"]))
+    return [r for r in group if r.lr is not None and r.lr == rates.get((r.base, r.value if own else baseline, r.budget))]
+
+
+def grid_table(study: DictConfig, group: list[Run], metric: str, rates: dict[tuple, float]) -> str:
+    """One cell's lr_grid: each value's first-seed final at each rate, and the rate it chose."""
+    header = ["value", *(f"lr {float(r):g}" for r in study.lr_grid), "best rate"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for value in study["values"]:
+        finals = {r.lr: r for r in group if r.value == value and r.seed == study.seeds[0]}
+        best = rates.get((group[0].base, value, group[0].budget))
+        lines.append("| " + " | ".join([value, *(f"{finals[float(r)].final:.4f}" if float(r) in finals and
+                                                 finals[float(r)].final is not None else "not finished"
+                                                 for r in study.lr_grid),
+                                        f"{best:g}" if best is not None else "none: no grid run finished"]) + " |")
+    return (f"The learning-rate grid: seed {study.seeds[0]}'s final {metric} at each rate; each value's best "
+            f"({study.get('better', 'lower')} is better) runs its other seeds, and so does the baseline's best "
+            f"for the same-rate comparison.\n\n" + "\n".join(lines) + "\n\n")
+
+
+def body(study: DictConfig, all_runs: list[Run], metric: str, effect: float) -> str:
+    """The report's tables: per base and budget, the values' finals and their pairing with the
+    baseline (with an lr_grid: the grid, best rate against best rate, and same rate), then, with
+    several bases, the matrix of paired differences (value x base)."""
+    rates = best_rates(study, all_runs) if study.get("lr_grid") else {}
+    baseline = study.get("baseline") or next(iter(study["values"]))
+    text = ""
+    for (base, budget), group in cells(all_runs).items():
+        where = label(study, base, budget)
+        if where:
+            text += f"## Values{where}\n\n"
+        if study.get("lr_grid"):
+            text += grid_table(study, group, metric, rates)
+        best = at_rates(study, group, rates)
+        text += f"{table(best, metric, study.axis)}\n\n"
+        if study.get("lr_grid"):
+            text += against_baseline(study, best, metric, effect, f"{where}, each value at its best rate") + "\n"
+            rate = rates.get((base, baseline, budget))
+            same = f"{where}, every value at {baseline}'s rate {rate:g}" if rate is not None else where
+            text += against_baseline(study, at_rates(study, group, rates, own=False), metric, effect, same) + "\n"
+        else:
+            text += against_baseline(study, best, metric, effect, where) + "\n"
+    return text + (matrix(study, all_runs, rates, metric) if study.get("bases") else "")
+
+
+def matrix(study: DictConfig, all_runs: list[Run], rates: dict[tuple, float], metric: str) -> str:
+    """Does the change transfer? Each value (row) under each base and budget (column): its mean
+    paired difference against the baseline value, the 95% t interval and the verdict."""
+    baseline = study.get("baseline") or next(iter(study["values"]))
+    columns = {where: pairs(study, at_rates(study, group, rates))
+               for where, group in ((label(study, *cell).strip(" ()"), group) for cell, group in cells(all_runs).items())}
+    lines = ["| value | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    for value in study["values"]:
+        if value == baseline:
+            continue
+        said = [("n/a: fewer than 2 seeds finished for both" if result is None else
+                 "{:+.4f} [{:+.4f}, {:+.4f}] {}".format(result.mean, *result.t_interval, result.verdict))
+                for result in (column.get(value) for column in columns.values())]
+        lines.append(f"| {value} | " + " | ".join(said) + " |")
+    return (f"## Across the bases: {metric} difference against {baseline}\n\nEach cell: the mean paired "
+            f"difference (value - {baseline}) over the seeds both finished under that base, its 95% t interval "
+            f"and the paired t-test's verdict at alpha = {ALPHA:g}.\n\n" + "\n".join(lines) + "\n\n")
 
 
 def main(cfg: DictConfig) -> None:
     """``zoo report dir=DIR`` (conf/report.yaml)."""
     for path in write_report(Path(cfg.dir), cfg.get("effect")):
         print(f"wrote {path}")
+
+
+def scaling(study: DictConfig, all_runs: list[Run], metric: str, folder: Path) -> list[tuple[str, Path]]:
+    """A study of several budgets: per base, report.md's section on the fits of the final metric
+    against FLOPs and the compute multipliers (:mod:`zoo.cli.scaling`), and its picture
+    (``fit_vs_flops.png``, ``fit_vs_flops_BASE.png`` per base): the runs' points and the fitted curves."""
+    if budget_amounts(study)[1] is None:
+        return []
+    rates = best_rates(study, all_runs) if study.get("lr_grid") else {}
+    baseline = study.get("baseline") or next(iter(study["values"]))
+    found = []
+    for base in dict.fromkeys(r.base for r in all_runs):
+        points: dict[str, dict[float, dict[int, tuple[float, float]]]] = {v: {} for v in study["values"]}
+        for run in at_rates(study, [r for r in all_runs if r.base == base], rates):
+            if run.state == "finished" and run.final is not None:
+                points[run.value].setdefault(run.budget, {})[run.seed] = (run.spent["spent"]["flops"], run.final)
+        text, fits = fitted_section(points, baseline, metric, label(study, base, None), budget_amounts(study)[0])
+        path = folder / (f"fit_vs_flops_{base}.png" if base else "fit_vs_flops.png")
+        found.append((text + f"![{metric} against FLOPs, fitted]({path.name})\n\n", fit_picture(points, fits, metric, path)))
+    return found
+
+
+def fit_picture(points: dict, fits: dict, metric: str, path: Path) -> Path:
+    """Each value's runs (final metric against FLOPs spent) and its fitted curve."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for value, at in points.items():
+        xs = [p[0] for seeds in at.values() for p in seeds.values()]
+        if not xs:
+            continue
+        dots = ax.scatter(xs, [p[1] for seeds in at.values() for p in seeds.values()], label=value)
+        if fits.get(value) is not None:
+            grid = np.geomspace(min(xs), max(xs), 50)
+            ax.plot(grid, fits[value](grid), color=dots.get_facecolor()[0])
+    ax.set_xscale("log")
+    ax.set_xlabel("training FLOPs")
+    ax.set_ylabel(f"final {metric}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return save_figure(fig, path)

@@ -81,10 +81,22 @@ class NextTokenLM(Objective):
         self.log("train/aux_loss", aux, sync_dist=True)
         return loss + self.aux_loss_coef * aux
 
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # nats, predicted tokens
+
     def validation_step(self, batch: TokenWindows, batch_idx: int) -> None:
         loss = self.loss(batch)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
         self.log("val/ppl", loss.exp(), sync_dist=True)
+        self._val_sums += summed(loss, batch)
+
+    def on_validation_epoch_end(self) -> None:
+        """``val/bpb`` (bits per byte), as the test stage's ``test/bpb``, where the validation data
+        counts its bytes and every target of the split was evaluated (not in the sanity check)."""
+        super().on_validation_epoch_end()
+        if not self.trainer.sanity_checking:
+            nats, tokens = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum").tolist()
+            self.log_bits_per_byte("val", nats, tokens, getattr(self.trainer.val_dataloaders, "dataset", None))
 
     def on_test_epoch_start(self) -> None:
         self._test_sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # nats, predicted tokens
@@ -92,9 +104,7 @@ class NextTokenLM(Objective):
     def test_step(self, batch: TokenWindows, batch_idx: int) -> None:
         """Sums the loss over every predicted token (targets -100 carry none), for
         :meth:`on_test_epoch_end`: the split's loss is per token, whatever the batches' padding."""
-        loss = self.loss(batch)
-        tokens = (batch.targets != IGNORE).sum()
-        self._test_sums += torch.stack([loss.detach().double() * tokens, tokens.double()])
+        self._test_sums += summed(self.loss(batch), batch)
 
     def on_test_epoch_end(self) -> None:
         """``test/loss``: the split's mean loss per predicted token (nats); ``test/ppl``: its exp;
@@ -107,15 +117,21 @@ class NextTokenLM(Objective):
             return
         self.log("test/loss", nats / tokens)
         self.log("test/ppl", math.exp(nats / tokens))
-        data = getattr(self.trainer.test_dataloaders, "dataset", None)
+        self.log_bits_per_byte("test", nats, tokens, getattr(self.trainer.test_dataloaders, "dataset", None))
+
+    def log_bits_per_byte(self, stage: str, nats: float, tokens: float, data: object) -> None:
+        """``STAGE/bpb``: the split's summed ``nats`` / ln 2 / its UTF-8 bytes, where ``data`` counts
+        them (``text_bytes``, :class:`zoo.data.text.DocumentWindows`) and the ``tokens`` evaluated
+        (over every process) are every one of its targets."""
         text_bytes = getattr(data, "text_bytes", None)
-        if not text_bytes:
+        if not text_bytes or not tokens:
             return
         if tokens != data.predicted_tokens:
-            rank_zero_warn(f"no test/bpb: the test stage evaluated {tokens:.0f} of the split's {data.predicted_tokens} "
-                           f"tokens (trainer.limit_test_batches, or a sampler that repeats items over processes)")
+            rank_zero_warn(f"no {stage}/bpb: the {stage} stage evaluated {tokens:.0f} of the split's "
+                           f"{data.predicted_tokens} tokens (trainer.limit_{stage}_batches, quick=true, or a sampler "
+                           f"that repeats items over processes)")
             return
-        self.log("test/bpb", nats / math.log(2) / text_bytes)
+        self.log(f"{stage}/bpb", nats / math.log(2) / text_bytes)
 
     @rank_zero_only
     def on_train_end(self) -> None:
@@ -137,3 +153,10 @@ class NextTokenLM(Objective):
         print(f"\n--- sample ---\n{text}\n--------------")
         # default_root_dir is the run directory; (trainer.log_dir would be a collective call)
         Path(self.trainer.default_root_dir, "samples.txt").write_text(text)
+
+
+def summed(loss: torch.Tensor, batch: TokenWindows) -> torch.Tensor:
+    """(the batch's summed nats, its predicted tokens): ``loss`` is their mean over the targets
+    that are not -100."""
+    tokens = (batch.targets != IGNORE).sum()
+    return torch.stack([loss.detach().double() * tokens, tokens.double()])

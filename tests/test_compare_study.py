@@ -83,8 +83,10 @@ def test_a_tiny_study_runs_end_to_end_and_its_report_holds_every_run(tmp_path, s
             assert OmegaConf.load(run.dir / "config.yaml").model.net.mask._target_.endswith(
                 "CausalMask" if run.dir.parent.name == "causal" else "LocalMask")
     report = (out / "report.md").read_text()
-    rows = [line for line in report.splitlines() if line.startswith("| causal") or line.startswith("| local")]
+    first_table = report[:report.index("## Against the baseline")]  # then each value paired with causal
+    rows = [line for line in first_table.splitlines() if line.startswith("| causal") or line.startswith("| local")]
     assert len(rows) == 2 and all(" | 1, 2 |" in row for row in rows)
+    assert "| local | 1, 2 | " in report[report.index("## Against the baseline, causal"):]
     for row, value in zip(rows, found):
         finals = sorted(r.series["val/loss"][-1][1] for r in found[value])  # the last validation, as logged
         assert f"{finals[0]:.4f} / " in row and f" / {finals[-1]:.4f}" in row

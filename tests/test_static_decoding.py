@@ -100,6 +100,7 @@ def test_compiled_generate_gives_the_eager_and_transformers_tokens_in_one_graph(
     net = converted(family, ref)
     prompt = tokens()[:, :PROMPT]
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     compiled = generate(net, prompt, NEW, temperature=0, compile=True)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1  # every step ran the one graph
     assert torch.equal(compiled, generate(net, prompt, NEW, temperature=0))

@@ -55,6 +55,7 @@ class StaticDecoder:
         self.tower, self.head, self.prefill, self.cross = tower, head, prefill, cross
         self.cache, self.device = StaticCache(len(tower.layer_masks), capacity, device), device
         self.contexts: list[AttentionContext] | None = None  # the step's, their tensors rewritten per token
+        self._distinct: list[AttentionContext] = []  # each distinct one of them once
         self._run = compile_step(self._layers, device) if compile else self._layers
 
     def __call__(self, tokens: Tensor) -> Tensor:

@@ -3,6 +3,7 @@ weights, new tokens per second, at batch 1 and 8; and how the Mistral cache grow
 
     python benchmarks/decoding.py                       # gpt2, llama, mistral, t5; batch 1 and 8
     python benchmarks/decoding.py --only mistral --batches 1 --new-tokens 128
+    python benchmarks/decoding.py --compile --cache-tokens 0   # compiled against compiled
 
 Each row builds the reference from its transformers config (random weights, SDPA), converts it
 with the family's own ``zoo.convert.<family>.from_transformers`` (so both sides are one
@@ -16,12 +17,20 @@ row also says whether both produced the same tokens.
 Then the cache: Mistral decodes ``--cache-tokens`` tokens one at a time after the prompt, and
 the bytes its cache holds (keys and values of every layer) are printed at a few lengths, for the
 zoo's rolling buffer and transformers' cache: flat once past the window where the buffer rolls.
+
+``--compile``: compiled against compiled. The zoo decodes with ``compile=True`` (a static cache of
+the final length, each step one ``fullgraph`` graph: ``zoo.models.static_decoding``), transformers
+with ``cache_implementation="static"`` and its own compiled forward (a ``CompileConfig`` of
+``fullgraph=True``, inductor's default mode, allowed on the CPU). Both sides' first call (which
+compiles) is timed apart, as the first-token latency, and each row ends with
+``<row>: zoo / transformers tokens/s = <ratio> (goal >= 2)`` (>= 1.2 at batch 8).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import time
 
 import torch
 
@@ -56,35 +65,59 @@ def reference(family: str, a: argparse.Namespace, context: int):
     return model.eval()
 
 
-def decode_row(family: str, batch: int, a: argparse.Namespace) -> None:
-    """Time both sides' greedy decoding of ``a.new_tokens`` tokens and print tokens/s and the ratio."""
+GOALS = {1: 2.0, 8: 1.2}  # issue 49: compiled decoding's tokens/s against transformers', by batch
+
+
+def compiled_generation() -> dict:
+    """transformers' ``generate`` arguments for its static cache and compiled forward on the CPU."""
+    config = transformers.CompileConfig(fullgraph=True, mode="default")
+    config._compile_all_devices = True  # transformers compiles on CUDA only unless told (a class attribute)
+    return dict(cache_implementation="static", compile_config=config)
+
+
+def decode_row(family: str, batch: int, a: argparse.Namespace) -> float:
+    """Time both sides' greedy decoding of ``a.new_tokens`` tokens and print tokens/s and the ratio
+    (with ``a.compile``, each side's first, compiling call apart); returns the ratio."""
     ref = reference(family, a, a.prompt + a.new_tokens + 1)
     zoo = importlib.import_module(f"zoo.convert.{family}").from_transformers(ref).eval()
     prompt = torch.randint(5, a.vocab, (batch, a.prompt))
     ones = torch.ones_like(prompt)
     never = dict(eos_token_id=None, pad_token_id=0, do_sample=False, max_new_tokens=a.new_tokens,
-                 min_new_tokens=a.new_tokens)
+                 min_new_tokens=a.new_tokens, **(compiled_generation() if a.compile else {}))
     if family == "t5":
         start = torch.zeros(batch, 1, dtype=torch.long)
 
         def zoo_decode():  # eos -1: no id ends a row, as generate without eos
-            return greedy(zoo, prompt, start, eos=-1, max_new_tokens=a.new_tokens)
+            return greedy(zoo, prompt, start, eos=-1, max_new_tokens=a.new_tokens, compile=a.compile)
 
         def ref_decode():
             return ref.generate(input_ids=prompt, attention_mask=ones, **never)[:, 1:]
     else:
         def zoo_decode():
-            return generate(zoo, prompt, a.new_tokens, temperature=0)[:, a.prompt:]
+            return generate(zoo, prompt, a.new_tokens, temperature=0, compile=a.compile)[:, a.prompt:]
 
         def ref_decode():
             return ref.generate(input_ids=prompt, attention_mask=ones, **never)[:, a.prompt:]
 
+    sides = {"zoo": zoo_decode, "transformers": ref_decode}
     with torch.no_grad():
-        seconds = alternate_medians({"zoo": zoo_decode, "transformers": ref_decode}, a.repeats, warmup=1)
+        torch._dynamo.reset()  # each row compiles afresh: its first call is the row's first-token latency
+        first = {side: first_call(fn) for side, fn in sides.items()} if a.compile else {}
+        seconds = alternate_medians(sides, a.repeats, warmup=0 if a.compile else 1)
         same = torch.equal(zoo_decode(), ref_decode())
     rate = {side: batch * a.new_tokens / s for side, s in seconds.items()}
+    ratio = rate["zoo"] / rate["transformers"]
+    compiling = f" {first['zoo']:.1f} | {first['transformers']:.1f} |" if a.compile else ""
     print(f"| {family} | {batch} | {rate['zoo']:.0f} | {rate['transformers']:.0f} | "
-          f"**{rate['zoo'] / rate['transformers']:.2f}x** | {'yes' if same else 'NO'} |", flush=True)
+          f"**{ratio:.2f}x** | {'yes' if same else 'NO'} |{compiling}", flush=True)
+    return ratio
+
+
+def first_call(fn) -> float:
+    """Seconds of ``fn``'s first call (a compiled side compiles in it)."""
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def cache_bytes(layers) -> int:
@@ -129,15 +162,20 @@ def main() -> None:
     p.add_argument("--window", type=int, default=64, help="mistral's sliding window (below the prompt)")
     p.add_argument("--cache-tokens", type=int, default=512, help="new tokens of the cache measurement (0: skip it)")
     p.add_argument("--repeats", type=int, default=5, help="timed rounds")
+    p.add_argument("--compile", action="store_true", help="compiled against compiled: static caches, compiled steps")
     a = p.parse_args()
-    print(f"greedy, {a.layers} layers, {a.width} wide, {a.heads} heads, vocab {a.vocab}, prompt {a.prompt}, "
+    print(f"greedy{', compiled, static caches' if a.compile else ''}, {a.layers} layers, {a.width} wide, {a.heads} heads, vocab {a.vocab}, prompt {a.prompt}, "
           f"{a.new_tokens} new tokens, fp32, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"median of {a.repeats}\n")
-    print("| family | batch | zoo tokens/s | transformers tokens/s | zoo / transformers | same tokens |")
-    print("|---|---|---|---|---|---|")
-    for family in a.only:
-        for batch in a.batches:
-            decode_row(family, batch, a)
+    first = " first call s (compiling): zoo | transformers |" if a.compile else ""
+    print(f"| family | batch | zoo tokens/s | transformers tokens/s | zoo / transformers | same tokens |{first}")
+    print("|---|---|---|---|---|---|" + ("---|---|" if a.compile else ""))
+    ratios = {(family, batch): decode_row(family, batch, a) for family in a.only for batch in a.batches}
+    if a.compile:
+        print()
+        for (family, batch), ratio in ratios.items():
+            goal = f" (goal >= {GOALS[batch]})" if batch in GOALS else ""
+            print(f"{family} batch {batch}: zoo / transformers tokens/s = {ratio:.2f}{goal}")
     if a.cache_tokens and "mistral" in a.only:
         cache_growth(a)
 

@@ -3,6 +3,9 @@ Llama), decoding with the KV cache.
 
     python -m zoo generate ckpt=outputs/train/<run>/checkpoints/last.ckpt prompt="ROMEO:" temperature=0.8 top_k=200
     python -m zoo generate ckpt=...  prompt="What is 12 + 30?" chat=true   # a task=sft run: a user turn, answered
+
+``compile=true``: a static cache of the final length and one compiled graph per step (faster per
+token once compiled; prompt + max_new_tokens within the model's context).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def main(cfg: DictConfig) -> None:
                          f"one token (the default is a newline)")
     prompt = torch.tensor([ids] * cfg.num_samples, device=device)
     out = generate(objective.net, prompt, cfg.max_new_tokens, temperature=cfg.temperature, top_k=cfg.top_k,
-                   top_p=cfg.top_p, use_cache=cfg.use_cache, show_progress=True,
+                   top_p=cfg.top_p, use_cache=cfg.use_cache, show_progress=True, compile=cfg.compile,
                    eos_id=tokenizer.eos_id if cfg.chat else None,
                    generator=torch.Generator(device=device).manual_seed(cfg.seed))
     for row in out.tolist():

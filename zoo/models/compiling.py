@@ -28,3 +28,13 @@ def compile_net(net: nn.Module, backend: str | Callable = "inductor") -> nn.Modu
     """``torch.compile(net, backend=backend)`` under :data:`DYNAMO_SETTINGS`."""
     configure_dynamo()
     return torch.compile(net, backend=backend)
+
+
+def compile_step(step: Callable, device: torch.device) -> Callable:
+    """``step`` compiled into one graph (``fullgraph=True``: a break would bring back the Python
+    per layer that compiling removes) of static shapes (``dynamic=False``: another model or batch
+    size gets a graph of its own, not a symbolic one); on CUDA with ``mode="reduce-overhead"`` (CUDA
+    graphs: the step's launches replayed at once), which has no meaning on the CPU."""
+    configure_dynamo()
+    mode = "reduce-overhead" if torch.device(device).type == "cuda" else None
+    return torch.compile(step, fullgraph=True, dynamic=False, mode=mode)

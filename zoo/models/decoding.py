@@ -19,6 +19,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from zoo.models.static_decoding import StaticDecoder
+from zoo.nn.context import AttentionContext
+
 
 def strip_eos(tokens: Tensor, eos: int) -> list[list[int]]:
     """(B, T) generated ids -> one list per row, cut before the first ``eos``."""
@@ -46,18 +49,33 @@ def _max_new(net, prompt: Tensor, max_new_tokens: int | None) -> int:
     return room if max_new_tokens is None else min(max_new_tokens, room)
 
 
+def static_decoder(net, memory: Tensor, source_padding: Tensor | None, capacity: int,
+                   compile: bool = True) -> StaticDecoder:
+    """``net``'s decoder over a static cache of ``capacity`` positions, reading ``memory``, its
+    step compiled when ``compile`` (``zoo.models.static_decoding``)."""
+    return StaticDecoder(net.decoder, net.head, capacity, memory.device,
+                         lambda target, cache: net.decode(target, memory, source_padding, cache=cache),
+                         compile=compile, cross=AttentionContext.over(memory, source_padding))
+
+
 @torch.no_grad()
 def greedy(net, source: Tensor, prompt: Tensor, eos: int, source_padding: Tensor | None = None,
-           max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
-    """Greedy decoding: source (B, S, ...), prompt (B, P) -> generated ids (B, T)."""
+           max_new_tokens: int | None = None, use_cache: bool = True, compile: bool = False) -> Tensor:
+    """Greedy decoding: source (B, S, ...), prompt (B, P) -> generated ids (B, T). ``compile``: over
+    a static cache, each step one compiled graph (the same tokens)."""
     was_training = net.training
     net.eval()
     memory = net.encode(source, source_padding)
     cache = net.new_cache() if use_cache else None
     tokens, new = prompt, prompt
     finished = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    for _ in range(_max_new(net, prompt, max_new_tokens)):
-        logp = _step_logits(net, new, tokens, memory, source_padding, cache)
+    steps = _max_new(net, prompt, max_new_tokens)
+    static = static_decoder(net, memory, source_padding, prompt.shape[1] + steps) if compile else None
+    for _ in range(steps):
+        if static is not None:
+            logp = static(new)[:, -1].float().log_softmax(dim=-1)
+        else:
+            logp = _step_logits(net, new, tokens, memory, source_padding, cache)
         new = logp.argmax(dim=-1, keepdim=True).masked_fill(finished[:, None], eos)
         tokens = torch.cat([tokens, new], dim=1)
         finished |= new[:, 0] == eos

@@ -7,6 +7,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from zoo.models.static_decoding import StaticDecoder, check_static_length
 from zoo.terminal import progress
 
 
@@ -48,6 +49,7 @@ def generate(
     eos_id: int | None = None,
     suppress: Sequence[int] = (),
     show_progress: bool = False,
+    compile: bool = False,
     **inputs,
 ) -> Tensor:
     """Continue ``tokens`` (B, T) by ``max_new_tokens``; returns (B, T + max_new_tokens).
@@ -63,8 +65,15 @@ def generate(
     ``suppress``: ids never produced, e.g. LLaVA's ``<image>`` placeholder, which only an
     image can fill (a generated one, fed back without its image, could not be read).
     ``show_progress``: a bar over the steps, on a terminal (``zoo generate``; not a run's samples).
+    ``compile``: decode over a static cache of the final length, each step one compiled graph
+    (``zoo.models.static_decoding``); the same tokens, the prompt and new tokens within the context.
     """
     check_sampling(temperature, top_k, top_p)
+    static = None
+    if compile:
+        check_static_length(tokens.shape[1] + max_new_tokens, model.context)
+        static = StaticDecoder(model, model.head, tokens.shape[1] + max_new_tokens, tokens.device,
+                               lambda prompt, cache: model(prompt, cache=cache, **inputs), compile=True)
     was_training = model.training
     model.eval()
     cache = None
@@ -73,7 +82,9 @@ def generate(
     if show_progress:
         steps = progress(steps, "generating", total=max_new_tokens, unit="token")
     for _ in steps:
-        if use_cache and cache is not None and cache.length < model.context:
+        if static is not None:
+            logits = static(tokens if static.cache.length == 0 else tokens[:, -1:])
+        elif use_cache and cache is not None and cache.length < model.context:
             logits = model(tokens[:, -1:], cache=cache)
         else:
             # Crop to the context; with a cache, leave room for the token fed next.

@@ -90,3 +90,63 @@ class KVCache:
     def reorder(self, index: Tensor, cross: bool = True) -> None:
         for layer in self.layers:
             layer.reorder(index, cross)
+
+
+class StaticLayerCache(LayerCache):
+    """One Block's self-attention k/v in buffers of the final length, allocated at the first write.
+
+    The prompt is written eagerly at its positions (``k`` / ``v`` are then views of the filled
+    part, as in :class:`LayerCache`). Once the cache steps (``position`` set, a (1,) tensor shared
+    by every layer), each new token's k/v are written in place at ``position`` and the whole
+    buffers are returned: their shape never changes, so one compiled graph serves every step; the
+    step's mask hides the columns not written yet. A sliding window is a mask here: the buffers
+    hold every position, not a rolling window.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.position: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self.position is not None:
+            for buffer, new in zip(self._buffers, (k, v)):
+                buffer[:, :, self.position] = new
+            return self._buffers
+        start, self.length = self.length, self.length + k.shape[2]
+        if self.length > self.capacity:
+            raise ValueError(f"{self.length} positions do not fit a static cache of {self.capacity}")
+        if self._buffers is None:  # zeros, not empty: a hidden column's value still meets weight 0 (0 * NaN = NaN)
+            self._buffers = tuple(x.new_zeros(*x.shape[:2], self.capacity, x.shape[3]) for x in (k, v))
+        for buffer, new in zip(self._buffers, (k, v)):
+            buffer[:, :, start:self.length] = new
+        self.k, self.v = (buffer[:, :, :self.length] for buffer in self._buffers)
+        return self.k, self.v
+
+
+class StaticCache(KVCache):
+    """The cache of a whole stack for compiled decoding: a :class:`StaticLayerCache` of
+    ``capacity`` positions per Block, all stepping at the one ``position`` tensor."""
+
+    def __init__(self, n_layers: int, capacity: int, device: torch.device) -> None:
+        self.layers = [StaticLayerCache(capacity) for _ in range(n_layers)]
+        self.capacity = capacity
+        self.position = torch.zeros(1, dtype=torch.long, device=device)
+        self.steps = 0  # tokens decoded one at a time after the prompt
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length + self.steps
+
+    def step(self) -> int:
+        """Set ``position`` to the next token's (every layer writes there from the first step on)
+        and count the token; returns the position."""
+        if self.steps == 0:
+            for layer in self.layers:
+                layer.position = self.position
+        position = self.length
+        if position >= self.capacity:
+            raise ValueError(f"position {position} is past the static cache's {self.capacity}")
+        self.position.fill_(position)
+        self.steps += 1
+        return position

@@ -26,7 +26,7 @@ from torch import Tensor
 from zoo.convert.bert import last_hidden_state, without_head
 from zoo.convert.common import leave_out
 from zoo.convert.decoder import CAUSAL, LOCAL, Decoder
-from zoo.convert.gemma2 import attention_scale, attention_scale_config, gemma_mask_config, gemma_masks
+from zoo.convert.gemma2 import attention_scale, gemma_mask_config, gemma_masks
 from zoo.convert.gemma3 import GEMMA3, PERIOD, gemma3_rotary_config
 
 NO_MASK = "zoo.nn.masks.NoMask"
@@ -101,7 +101,7 @@ class BareDecoder(Decoder):
 
 EMBEDDINGGEMMA = BareDecoder(**{**GEMMA3.__dict__, "model": "embeddinggemma", "hf_class": HF_CLASS,
                                 "mask": bidirectional_masks, "mask_config": bidirectional_mask_config,
-                                "positions_config": bidirectional_rotary_config, "own": bidirectional_scale, "own_config": attention_scale_config})
+                                "positions_config": bidirectional_rotary_config, "own": bidirectional_scale})
 MODEL_TYPES = EMBEDDINGGEMMA.model_types  # the config.json model_type values this converter reads
 FAMILY = replace(EMBEDDINGGEMMA.family(), outputs=last_hidden_state)
 from_transformers = EMBEDDINGGEMMA.from_transformers  # a zoo EmbeddingGemma of a Gemma3TextModel in memory

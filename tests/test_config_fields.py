@@ -50,6 +50,8 @@ TINY: dict[str, dict[str, Any]] = {
     "gemma2": DECODER | {"head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 5},
     "gemma3": DECODER | {"head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 5, "layer_types":
                          ["sliding_attention", "full_attention"]},
+    "embeddinggemma": DECODER | {"head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 6, "layer_types":
+                                 ["sliding_attention", "full_attention"], "use_bidirectional_attention": True},
     "mixtral": DECODER | {"num_local_experts": 4, "num_experts_per_tok": 2},
     "qwen3_moe": DECODER | {"head_dim": 8, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24},
     "gpt2": {"vocab_size": 61, "n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 4},

@@ -15,7 +15,8 @@ Gemma 2 is Llama's layout (the shared decoder, :mod:`zoo.convert.decoder`) with:
   the causal ``LocalMask(window=sliding_window)``, query i seeing keys ``i - w < j <= i``
   (masking_utils.sliding_window_overlay), and the ``CausalMask``, as a ``PerLayer`` pattern.
 
-EmbeddingGemma's bidirectional attention (``use_bidirectional_attention``) is refused.
+EmbeddingGemma's bidirectional attention (``use_bidirectional_attention``) is refused here: it is
+:mod:`zoo.convert.embeddinggemma`'s.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def attention_scale(config: dict[str, Any]) -> dict[str, Any]:
     """``block.attn_scale`` of ``query_pre_attn_scalar`` (None where it is the head width: the
     Block's 1/sqrt(d_head)); a bidirectional Gemma is refused."""
     if config.get("use_bidirectional_attention"):
-        raise ValueError("use_bidirectional_attention=True (EmbeddingGemma) is not supported: the zoo Gemma is a "
-                         "causal decoder (use a checkpoint with use_bidirectional_attention false)")
+        raise ValueError("use_bidirectional_attention=True is EmbeddingGemma (a Gemma3TextModel read as an encoder): "
+                         "read it with model=embeddinggemma; this converter is the causal Gemma's")
     scalar, head_dim = config.get("query_pre_attn_scalar", 256), config.get("head_dim", 256)
     return {"block.attn_scale": None if scalar == head_dim else scalar ** -0.5}
 

@@ -170,3 +170,16 @@ def test_card_command_trains_bloom_on_tinyshakespeare(tmp_path):
     vocab = net.head.proj.weight.shape[0]
     assert all(metrics[k] < math.log(vocab) for k in ("train/loss", "val/loss", "test/loss")), metrics
     assert (type(net.bias).__name__, net.bias.n_heads, net.embedder.norm is not None) == ("ALiBi", 2, True)
+
+
+@pytest.mark.parametrize("override, differs", [
+    ("model.net.block.d_ff=256", "block.d_ff"),  # BLOOM's feed-forward is 4 x 128 wide
+    ("model.net.block.activation=gelu", "block.activation"),
+    ("model.net.bias.n_heads=2", "bias.n_heads"),  # slopes of another head count
+])
+def test_the_export_refuses_a_net_bloom_cannot_express(override, differs):
+    from test_export import resolved_net
+    from zoo.convert.export import hf_config
+
+    with pytest.raises(ValueError, match=f"BloomForCausalLM cannot express this net.*{differs}"):
+        hf_config(FAMILY, resolved_net("bloom", [override], {"vocab_size": 50}))

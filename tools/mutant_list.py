@@ -53,6 +53,7 @@ FAMILY_TESTS = {
     "gemma3": ["tests/test_gemma3.py"],
     "embeddinggemma": ["tests/test_embeddinggemma.py"],
     "gpt_neox": ["tests/test_pythia.py"],
+    "bloom": ["tests/test_bloom.py"],
     "wav2vec2": ["tests/test_wav2vec2.py"],
     "hubert": ["tests/test_wav2vec2.py"],
     "mixtral": ["tests/test_mixtral.py"],
@@ -408,6 +409,19 @@ MUTANTS = [
      "tests": ["tests/test_task_classify_decoders.py"],
      "old": "(torch.arange(x.shape[1], device=x.device) * padding).argmax(-1)",
      "new": "padding.long().argmax(-1)"},
+    {"name": "bloom_qkv_split_order", "file": "zoo/convert/bloom.py", "families": ["bloom"],
+     "old": 'QKV_PER_HEAD = ("self_attention.query_key_value", ("attn.q", "attn.k", "attn.v"))',
+     "new": 'QKV_PER_HEAD = ("self_attention.query_key_value", ("attn.k", "attn.q", "attn.v"))'},
+    {"name": "bloom_embedding_norm_is_the_final_norm", "file": "zoo/convert/bloom.py", "families": ["bloom"],
+     "old": '"embedder.norm.weight": sd["word_embeddings_layernorm.weight"],',
+     "new": '"embedder.norm.weight": sd["ln_f.weight"],'},
+    {"name": "bloom_norms_swap", "file": "zoo/convert/bloom.py", "families": ["bloom"],
+     "old": 'LAYER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn.out": "self_attention.dense",',
+     "new": 'LAYER = {"attn_norm": "post_attention_layernorm", "ffn_norm": "input_layernorm", "attn.out": "self_attention.dense",'},
+    {"name": "alibi_odd_slopes_every_one", "file": "zoo/nn/alibi.py", "families": ["bloom"],
+     "old": "2 * min(closest, n_heads - closest), 2,", "new": "2 * min(closest, n_heads - closest), 1,"},
+    {"name": "alibi_distance_sign", "file": "zoo/nn/alibi.py", "families": ["bloom"],
+     "old": "(key - query).to(self.slopes.dtype)", "new": "(query - key).to(self.slopes.dtype)"},
 ]
 
 # Changes that compute the same function, so that no test can (or should) catch them: listed, not run.

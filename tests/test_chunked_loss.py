@@ -69,9 +69,7 @@ def _hf_against_chunked(hf, net, chunk: int) -> None:
     targets = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE)], 1)
     ref = hf(tokens, labels=labels).loss
     ref.backward()
-    hidden = net.hidden(tokens)
-    head = net.head
-    out = chunked_cross_entropy(hidden * head.scale, head.proj.weight, head.proj.bias, targets, chunk, head.softcap)
+    out = net.head.chunked_loss(net.hidden(tokens), targets, chunk)
     out.backward()
     assert_matches(out, ref, what="loss")
     pairs = {"head": (net.head.proj.weight, hf.lm_head.weight), "final norm": (net.stack.norm.weight, hf.model.norm.weight),

@@ -39,49 +39,60 @@ def _logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, softcap: float 
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of hidden (N, D) @ weight (V, D).T + bias against targets (N,), by chunks."""
+    """Mean cross-entropy of hidden (N, D) @ weight (V, D).T + bias against targets (N,), by chunks.
+
+    Where a gradient is wanted, forward forms it too, chunk by chunk, while the chunk's logits are at
+    hand (Liger's fused linear cross-entropy): d loss / d logits = (softmax - one-hot) / count, then
+    its products with the head's matrix and the chunk's hidden states. The step then does the three
+    matmuls of the head that the full logits' forward and backward do, no recomputation; backward
+    only scales the kept gradients (N, D) and (V, D) by the incoming one."""
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, chunk: int,
-                softcap: float | None) -> Tensor:
+                softcap: float | None, grads: bool) -> Tensor:
         valid, dtype = targets != IGNORE, _matmul_dtype(hidden)
+        count = valid.sum()
+        want = [grads and needed for needed in ctx.needs_input_grad[:3]]
+        d_hidden = torch.empty_like(hidden) if want[0] else None
+        d_weight = torch.zeros_like(weight) if want[1] else None
+        d_bias = torch.zeros_like(bias) if bias is not None and want[2] else None
         total = hidden.new_zeros((), dtype=torch.promote_types(dtype, torch.float32))
         for start in range(0, hidden.shape[0], chunk):
-            logits, _ = _logits(hidden[start:start + chunk], weight, bias, softcap, dtype)
+            h = hidden[start:start + chunk]
+            logits, capped = _logits(h, weight, bias, softcap, dtype)
             target, keep = targets[start:start + chunk], valid[start:start + chunk]
             picked = logits.gather(1, target.clamp_min(0)[:, None]).squeeze(1)
-            total += torch.where(keep, torch.logsumexp(logits, -1) - picked, 0).sum()
-            del logits
-        ctx.save_for_backward(hidden, weight, bias, targets)
-        ctx.chunk, ctx.softcap, ctx.dtype = chunk, softcap, dtype
-        return total / valid.sum()  # no target at all: 0 / 0 = nan, as F.cross_entropy
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        hidden, weight, bias, targets = ctx.saved_tensors
-        valid = targets != IGNORE
-        per_target = grad / valid.sum()  # d loss / d (one position's loss)
-        d_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        d_weight = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
-        d_bias = torch.zeros_like(bias) if bias is not None and ctx.needs_input_grad[2] else None
-        for start in range(0, hidden.shape[0], ctx.chunk):
-            h = hidden[start:start + ctx.chunk]
-            logits, capped = _logits(h, weight, bias, ctx.softcap, ctx.dtype)
-            target, keep = targets[start:start + ctx.chunk], valid[start:start + ctx.chunk]
-            d = torch.softmax(logits, -1)  # d loss / d logits = softmax - one-hot(target), per position
-            del logits
-            d.scatter_add_(1, target.clamp_min(0)[:, None], -torch.ones_like(d[:, :1]))
-            d.mul_(torch.where(keep, per_target, 0)[:, None])
-            if capped is not None:  # through softcap * tanh(x / softcap): times 1 - tanh^2
-                d.mul_(1 - capped.square_())
-                del capped
+            lse = torch.logsumexp(logits, -1)
+            total += torch.where(keep, lse - picked, 0).sum()
+            if not any(want):
+                continue
+            d = _logits_gradient(logits, lse, capped, target, torch.where(keep, 1 / count.to(total.dtype), 0))
             if d_hidden is not None:
-                d_hidden[start:start + ctx.chunk] = d.to(ctx.dtype) @ weight.to(ctx.dtype)
+                d_hidden[start:start + chunk] = d.to(dtype) @ weight.to(dtype)
             if d_weight is not None:  # summed in the weight's dtype (fp32 under autocast)
                 d_weight.addmm_(d.T.to(weight.dtype), h.to(weight.dtype))
             if d_bias is not None:
                 d_bias += d.sum(0).to(bias.dtype)
-        return d_hidden, d_weight, d_bias, None, None, None
+        ctx.save_for_backward(d_hidden, d_weight, d_bias)
+        return total / count  # no target at all: 0 / 0 = nan, as F.cross_entropy
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        scaled = [None if d is None else d * grad.to(d.dtype) for d in ctx.saved_tensors]
+        return *scaled, None, None, None, None
+
+
+def _logits_gradient(logits: Tensor, lse: Tensor, capped: Tensor | None, target: Tensor, weights: Tensor) -> Tensor:
+    """d loss / d (the head's logits, before the soft-cap) of one chunk, (chunk, V): the softmax
+    exp(logits - lse) minus the targets' one-hot, times each position's weight (1 / the targets
+    counted, 0 for -100); through softcap * tanh(x / softcap), times 1 - tanh^2. Made in place of
+    ``logits`` and ``capped`` (the chunk's largest buffers)."""
+    d = logits.sub_(lse[:, None]).exp_()
+    d.scatter_add_(1, target.clamp_min(0)[:, None], -torch.ones_like(d[:, :1]))
+    d.mul_(weights[:, None])
+    if capped is not None:
+        d.mul_(capped.square_().neg_().add_(1))
+    return d
 
 
 def chunked_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, chunk: int,
@@ -92,4 +103,5 @@ def chunked_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, t
     the (N, V) logits. hidden (..., D), targets (...) ids (-100: no loss), weight (V, D), bias (V,)."""
     if chunk < 1:
         raise ValueError(f"the loss chunk must be a positive number of positions, got {chunk}")
-    return _ChunkedCrossEntropy.apply(hidden.flatten(0, -2), weight, bias, targets.flatten(), chunk, softcap)
+    grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias))
+    return _ChunkedCrossEntropy.apply(hidden.flatten(0, -2), weight, bias, targets.flatten(), chunk, softcap, grads)

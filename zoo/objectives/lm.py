@@ -13,7 +13,6 @@ from zoo.data.batches import IGNORE, TokenWindows
 from zoo.data.tokenizers import present_ids, tokenizer_from_state
 from zoo.data.wikitext import END_OF_TEXT
 from zoo.models.sampling import generate
-from zoo.nn.chunked_loss import chunked_cross_entropy
 from zoo.nn.heads import LMHead
 from zoo.nn.moe import RouterLogits
 from zoo.objectives.base import Objective
@@ -81,10 +80,7 @@ class NextTokenLM(Objective):
         states and its head's matrix by chunks of positions, the logits never whole."""
         if self.loss_chunk is None:
             return self.logits_and_loss(inputs, targets, **net_inputs)[1]
-        head: LMHead = self.net.head
-        hidden = self.net.hidden(inputs, **net_inputs)
-        hidden = hidden * head.scale if head.scale != 1.0 else hidden
-        return chunked_cross_entropy(hidden, head.proj.weight, head.proj.bias, targets, self.loss_chunk, head.softcap)
+        return self.net.head.chunked_loss(self.net.hidden(inputs, **net_inputs), targets, self.loss_chunk)
 
     def loss(self, batch: TokenWindows) -> torch.Tensor:
         return self.next_token_loss(batch.inputs, batch.targets)

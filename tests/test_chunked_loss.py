@@ -143,3 +143,12 @@ def test_loss_chunk_refused_by_name(chunk, overrides, named):
     with pytest.raises(ValueError, match=re.escape(named)) as e:
         _objective(chunk, *overrides)
     assert "\n" not in str(e.value)
+
+
+def test_chunked_loss_refuses_a_second_backward():
+    """Its gradients are scaled in place: a retained graph's second backward would scale them twice."""
+    hidden, weight, _, targets = _problem(torch.float32, 9, False)
+    loss = chunked_cross_entropy(hidden, weight, None, targets, 4)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward runs once"):
+        loss.backward()

@@ -45,7 +45,8 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
     hand (Liger's fused linear cross-entropy): d loss / d logits = (softmax - one-hot) / count, then
     its products with the head's matrix and the chunk's hidden states. The step then does the three
     matmuls of the head that the full logits' forward and backward do, no recomputation; backward
-    only scales the kept gradients (N, D) and (V, D) by the incoming one."""
+    only scales the kept gradients (N, D) and (V, D) by the incoming one, in place (no second
+    copy of the (V, D) one), so it runs once."""
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, chunk: int,
@@ -62,11 +63,13 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
             logits, capped = _logits(h, weight, bias, softcap, dtype)
             target, keep = targets[start:start + chunk], valid[start:start + chunk]
             picked = logits.gather(1, target.clamp_min(0)[:, None]).squeeze(1)
-            lse = torch.logsumexp(logits, -1)
-            total += torch.where(keep, lse - picked, 0).sum()
+            top = logits.amax(-1, keepdim=True)
+            exp = logits.sub_(top).exp_()  # in place: the chunk's (chunk, V) buffer is the one there is
+            sums = exp.sum(-1, keepdim=True)
+            total += torch.where(keep, (top + sums.log()).squeeze(1) - picked, 0).sum()  # logsumexp - target's
             if not any(want):
                 continue
-            d = _logits_gradient(logits, lse, capped, target, torch.where(keep, 1 / count.to(total.dtype), 0))
+            d = _logits_gradient(exp, sums, capped, target, torch.where(keep, 1 / count.to(total.dtype), 0))
             if d_hidden is not None:
                 d_hidden[start:start + chunk] = d.to(dtype) @ weight.to(dtype)
             if d_weight is not None:  # summed in the weight's dtype (fp32 under autocast)
@@ -74,22 +77,25 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
             if d_bias is not None:
                 d_bias += d.sum(0).to(bias.dtype)
         ctx.save_for_backward(d_hidden, d_weight, d_bias)
+        ctx.spent = False
         return total / count  # no target at all: 0 / 0 = nan, as F.cross_entropy
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        scaled = [None if d is None else d * grad.to(d.dtype) for d in ctx.saved_tensors]
-        return *scaled, None, None, None, None
+        if ctx.spent:
+            raise RuntimeError("the chunked loss scales its gradients in place: backward runs once through it "
+                               "(no retain_graph=True)")
+        ctx.spent = True
+        return *(None if d is None else d.mul_(grad.to(d.dtype)) for d in ctx.saved_tensors), None, None, None, None
 
 
-def _logits_gradient(logits: Tensor, lse: Tensor, capped: Tensor | None, target: Tensor, weights: Tensor) -> Tensor:
+def _logits_gradient(exp: Tensor, sums: Tensor, capped: Tensor | None, target: Tensor, weights: Tensor) -> Tensor:
     """d loss / d (the head's logits, before the soft-cap) of one chunk, (chunk, V): the softmax
-    exp(logits - lse) minus the targets' one-hot, times each position's weight (1 / the targets
-    counted, 0 for -100); through softcap * tanh(x / softcap), times 1 - tanh^2. Made in place of
-    ``logits`` and ``capped`` (the chunk's largest buffers)."""
-    d = logits.sub_(lse[:, None]).exp_()
-    d.scatter_add_(1, target.clamp_min(0)[:, None], -torch.ones_like(d[:, :1]))
-    d.mul_(weights[:, None])
+    exp / sums minus the targets' one-hot, times each position's weight (1 / the targets counted, 0
+    for -100); through softcap * tanh(x / softcap), times 1 - tanh^2. Made in place of ``exp`` and
+    ``capped`` (the chunk's largest buffers)."""
+    d = exp.mul_(weights[:, None] / sums)
+    d.scatter_add_(1, target.clamp_min(0)[:, None], -weights[:, None])
     if capped is not None:
         d.mul_(capped.square_().neg_().add_(1))
     return d

@@ -152,3 +152,10 @@ def test_chunked_loss_refuses_a_second_backward():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="backward runs once"):
         loss.backward()
+
+
+def test_loss_chunk_refuses_a_head_that_is_no_lm_head():
+    cfg = compose_config(["model=bert", "model.net.embedder.vocab_size=101", "model.net.head.vocab_size=101"])
+    with pytest.raises(ValueError, match="model.loss_chunk: .* MLMHead") as e:
+        NextTokenLM(net=cfg.model.net, optim=cfg.optim, loss_chunk=64)
+    assert "\n" not in str(e.value)

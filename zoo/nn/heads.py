@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from zoo.nn.chunked_loss import chunked_cross_entropy
 from zoo.nn.feedforward import get_activation
 
 
@@ -40,6 +41,13 @@ class LMHead(nn.Module):
         """(..., D) -> (..., V)."""
         logits = self.proj(x * self.scale if self.scale != 1.0 else x)
         return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
+
+    def chunked_loss(self, x: Tensor, targets: Tensor, chunk: int) -> Tensor:
+        """The mean cross-entropy of ``self(x)`` (..., V) against ``targets`` (...) ids (-100: no loss),
+        ``chunk`` positions at a time, forward and backward, the logits never whole
+        (:func:`zoo.nn.chunked_loss.chunked_cross_entropy`)."""
+        x = x * self.scale if self.scale != 1.0 else x
+        return chunked_cross_entropy(x, self.proj.weight, self.proj.bias, targets, chunk, self.softcap)
 
 
 class MLMHead(nn.Module):

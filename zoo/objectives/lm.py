@@ -14,6 +14,7 @@ from zoo.data.instructions import chat_prompt_ids
 from zoo.data.tokenizers import present_ids, tokenizer_from_state
 from zoo.data.wikitext import END_OF_TEXT
 from zoo.models.sampling import generate
+from zoo.nn.heads import LMHead
 from zoo.nn.moe import RouterLogits
 from zoo.objectives.base import Objective
 
@@ -46,18 +47,24 @@ class NextTokenLM(Objective):
             cross-entropy plus this times their load-balancing loss (Hugging Face's
             ``router_aux_loss_coef``), logged as ``train/aux_loss``; ``train/loss`` stays the
             cross-entropy, as ``val/loss``.
+        loss_chunk: compute the loss ``loss_chunk`` positions at a time from the final hidden states
+            and the LM head's matrix, forward and backward, without the (B, L, V) logits
+            (:mod:`zoo.nn.chunked_loss`: the same loss and gradients up to fp32 rounding, a fraction
+            of the memory where the vocabulary is large: Qwen, Gemma, Llama 3); None: the full logits.
     """
 
     accepts = (TokenWindows,)
 
     def __init__(self, *args, sample_prompt: str | None = None, sample_tokens: int = 300, sample_chat: bool = False,
-                 aux_loss_coef: float = 0.001, **kwargs):
+                 aux_loss_coef: float = 0.001, loss_chunk: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.sample_prompt, self.sample_tokens, self.aux_loss_coef = sample_prompt, sample_tokens, aux_loss_coef
-        self.sample_chat = sample_chat
+        self.sample_chat, self.loss_chunk = sample_chat, loss_chunk
         if sample_chat and self.hparams.tokenizer is not None and not self.hparams.tokenizer.get("chat_template"):
             raise ValueError("task=sft trains on prompt / response rows, and this data's tokenizer has no chat "
                              "template to format them: use data=instructions (your rows), gsm8k or gpteacher_codegen")
+        if loss_chunk is not None:
+            self._check_loss_chunk()
         self.routed = RouterLogits(self.net)
 
     def logits_and_loss(self, inputs: torch.Tensor, targets: torch.Tensor,
@@ -67,8 +74,28 @@ class NextTokenLM(Objective):
         logits = self.forward_net(inputs, **net_inputs)
         return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
 
+    def _check_loss_chunk(self) -> None:
+        """Refuse ``loss_chunk`` where the chunked loss cannot stand in for the head (one line each)."""
+        if isinstance(self.loss_chunk, bool) or not isinstance(self.loss_chunk, int) or self.loss_chunk < 1:
+            raise ValueError(f"model.loss_chunk={self.loss_chunk!r}: give a positive number of positions "
+                             f"(e.g. 1024), or null for the full logits")
+        head = getattr(self.net, "head", None)
+        if type(head) is not LMHead:
+            raise ValueError(f"model.loss_chunk: the chunked loss reads an LMHead's matrix, and this net's head is "
+                             f"{type(head).__name__}: set model.loss_chunk=null")
+        if self.forward_net is not self.net:
+            raise ValueError("model.loss_chunk with compile=true: the chunked loss runs the net uncompiled; "
+                             "set one of them off (compile=false or model.loss_chunk=null)")
+
+    def next_token_loss(self, inputs: torch.Tensor, targets: torch.Tensor, **net_inputs: torch.Tensor) -> torch.Tensor:
+        """The mean loss of :meth:`logits_and_loss`; with ``loss_chunk``, from the net's final hidden
+        states and its head's matrix by chunks of positions, the logits never whole."""
+        if self.loss_chunk is None:
+            return self.logits_and_loss(inputs, targets, **net_inputs)[1]
+        return self.net.head.chunked_loss(self.net.hidden(inputs, **net_inputs), targets, self.loss_chunk)
+
     def loss(self, batch: TokenWindows) -> torch.Tensor:
-        return self.logits_and_loss(batch.inputs, batch.targets)[1]
+        return self.next_token_loss(batch.inputs, batch.targets)
 
     def training_step(self, batch: TokenWindows, batch_idx: int) -> torch.Tensor:
         self.flops_per_batch = self.net.batch_flops(batch.inputs)

@@ -97,7 +97,7 @@ class VisionLanguageLM(NextTokenLM):
     def training_step(self, batch: ImageText, batch_idx: int) -> Tensor:
         tokens, targets, prefix_len = self.prepare(batch)
         self.flops_per_batch = self.net.batch_flops(tokens)  # the language model's (the vision tower's not counted)
-        _, loss = self.logits_and_loss(tokens, targets, images=batch.images, prefix_len=prefix_len)
+        loss = self.next_token_loss(tokens, targets, images=batch.images, prefix_len=prefix_len)
         self.log("train/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch.samples)
         return loss
 

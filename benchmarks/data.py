@@ -89,6 +89,7 @@ def main() -> None:
     p.add_argument("--big-mb", type=int, default=1024)
     p.add_argument("--small-mb", type=int, default=10)
     p.add_argument("--rss-batches", type=int, default=500)
+    p.add_argument("--compile", action="store_true", help="torch.compile the GPT step (the loader's share of a compiled step)")
     p.add_argument("--rss-of", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
@@ -103,7 +104,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         big, small = write_shards(Path(tmp) / "big", a.big_mb), write_shards(Path(tmp) / "small", a.small_mb)
         it, current = loader(big, a.batch, context), {}
-        step = make_step(net, lambda: F.cross_entropy(net(current["x"]).flatten(0, 1), current["y"].flatten()))
+        step = make_step(net, lambda: F.cross_entropy(net(current["x"]).flatten(0, 1), current["y"].flatten()),
+                         compile=a.compile)
         load_times, step_times = [], []
         for i in range(a.steps + 2):  # two untimed rounds first
             t0 = time.perf_counter()

@@ -90,7 +90,8 @@ def bench_row(family: str, a: argparse.Namespace) -> None:
     sides = {"zoo": (zoo, lambda: zoo(tokens)), "zoo, loop dispatch": (zoo_loop, lambda: zoo_loop(tokens)),
              f"{cls} (grouped_mm)": (hf, lambda: hf(input_ids=tokens).logits),
              f"{cls} (eager loop)": (hf_eager, lambda: hf_eager(input_ids=tokens).logits)}
-    steps = {label: make_step(model, lambda fwd=fwd: F.cross_entropy(fwd().flatten(0, 1), targets.flatten()), a.dtype)
+    steps = {label: make_step(model, lambda fwd=fwd: F.cross_entropy(fwd().flatten(0, 1), targets.flatten()), a.dtype,
+                              compile=a.compile)  # False: main refuses --compile (eager dispatch is what is measured)
              for label, (model, fwd) in sides.items()}
     seconds = alternate_medians(steps, a.steps, warmup=a.warmup)
     b = compose_config([f"model={family}"]).model.net.block

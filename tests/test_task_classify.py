@@ -319,3 +319,21 @@ def test_init_from_reorders_the_classifier_to_the_datas_label_names(tmp_path):
     ids, segments, padding = pair_batch()
     ref = hf(input_ids=ids, token_type_ids=segments, attention_mask=padding.long()).logits
     assert_matches(net(ids, key_padding=padding, segments=segments), ref[:, [2, 1, 0]], what="reordered logits")
+
+
+def test_a_decoder_family_s_lm_settings_are_left_out_of_a_classifier_unless_the_user_set_them():
+    """model=gpt's config sets its next-token LM's end-of-training sample (sample_prompt, sample_tokens):
+    task=classify's objective does not take them (it failed with a TypeError); at the LM's defaults they
+    are the family's and left out; a value of the user's is refused, naming the key."""
+    from zoo.train.run import objective
+
+    for overrides, built in (([], "Classification"), (["model.sample_tokens=0"], None)):
+        cfg = compose_config(["model=gpt", "task=classify", *TINY_NET, *overrides])
+        with open_dict(cfg):
+            cfg.dims = {"vocab_size": 50, "pad_id": 0, "num_classes": 2, "class_names": ["a", "b"]}
+        if built:
+            assert type(objective(cfg)).__name__ == built
+        else:
+            with pytest.raises(ValueError, match=r"model.sample_tokens=0 is a setting of the next-token LM, which "
+                                                 r"Classification \(this task's objective\) does not take: drop it"):
+                objective(cfg)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import inspect
 import re
 import warnings
 from pathlib import Path
@@ -68,7 +69,46 @@ def objective(cfg: DictConfig, tokenizer: dict | None = None) -> L.LightningModu
     arguments = copy.deepcopy(cfg)  # the whole config: the model's keys read ${optim}, ${dims.*}, ${seed}
     with open_dict(arguments):
         arguments.model.pop("inputs", None)
+        for key in family_settings_not_taken(arguments.model):
+            arguments.model.pop(key)
     return hydra.utils.instantiate(arguments.model, tokenizer=tokenizer)
+
+
+def accepted(target: type) -> set[str]:
+    """The keyword arguments ``target``'s constructor takes, those it hands its bases (``**kwargs``) included."""
+    names: set[str] = set()
+    for cls in target.__mro__:
+        if "__init__" not in vars(cls):
+            continue
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        names |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return names
+
+
+def family_settings_not_taken(model: DictConfig) -> list[str]:
+    """The keys of a decoder family's own objective (the next-token LM: its end-of-training sample,
+    its chunked loss) that a task's objective does not take (task=classify of model=gpt, EmbeddingGemma's
+    task=embed over Gemma 3): left out where they hold the LM's defaults, the family's and not the
+    user's; a value of the user's is refused in one line, naming the key and the objective."""
+    from hydra.utils import get_class
+
+    from zoo.objectives.lm import NextTokenLM
+
+    target = get_class(model._target_)
+    if issubclass(target, NextTokenLM):
+        return []
+    taken = accepted(target) | {"_target_", "_recursive_", "_partial_"}
+    defaults = {p.name: p.default for p in inspect.signature(NextTokenLM.__init__).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    left = []
+    for key in [k for k in model if k not in taken and k in defaults]:
+        if model[key] != defaults[key]:
+            raise ValueError(f"model.{key}={model[key]} is a setting of the next-token LM, which "
+                             f"{target.__name__} (this task's objective) does not take: drop it")
+        left.append(key)
+    return left
 
 
 def build(cfg: DictConfig):

@@ -74,6 +74,7 @@ TINY: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 32},
     "gpt_neox": {"vocab_size": 61, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
                  "num_attention_heads": 4, "max_position_embeddings": 32},
+    "bloom": {"vocab_size": 61, "hidden_size": 32, "n_layer": 2, "n_head": 4, "seq_length": 32},
     "bart": BART, "mbart": BART,
     "whisper": {"vocab_size": 61, "num_mel_bins": 8, "encoder_layers": 2, "decoder_layers": 2, "d_model": 32,
                 "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 48, "decoder_ffn_dim": 48,

@@ -301,13 +301,17 @@ def write_stsb(folder: Path, rows: int = 160) -> None:
     rng = random.Random(0)
     folder.mkdir(parents=True)
     for split, n in (("train", rows), ("dev", rows // 4)):
-        lines = ["index\tsentence1\tsentence2\tscore"]
+        lines, benchmark = ["index\tsentence1\tsentence2\tscore"], []
         for i in range(n):
             first, same = rng.sample(words, 5), rng.randint(0, 5)
             second = first[:same] + rng.sample([w for w in words if w not in first], 5 - same)
             rng.shuffle(second)
             lines.append(f"{i}\t{' '.join(first)}\t{' '.join(second)}\t{same:.3f}")
+            benchmark.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{same:.3f}\t{' '.join(first)}\t{' '.join(second)}")
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    # data=stsb tests on the STS Benchmark's scored file (no header; score, sentence1, sentence2 in
+    # fields 5-7): here the dev rows again
+    (folder / "sts-test.csv").write_text("\n".join(benchmark) + "\n")
 
 
 @pytest.mark.slow
@@ -336,7 +340,7 @@ def test_bert_embed_stsb_trains_evaluates_and_exports(tmp_path):
                              timeout=300, cwd=tmp_path)
         assert out.returncode == 0, out.stderr[-3000:]
     metrics = json.loads((tmp_path / "eval.json").read_text())
-    test = list(csv.DictReader(open(tmp_path / "data" / "downstream" / "stsb" / "dev.tsv"), delimiter="\t"))
+    test = list(csv.DictReader(open(tmp_path / "data" / "downstream" / "stsb" / "dev.tsv"), delimiter="\t"))  # = sts-test.csv
     model = st.SentenceTransformer(str(tmp_path / "st"), device="cpu")
     a, b = (model.encode([r[c] for r in test], convert_to_tensor=True) for c in ("sentence1", "sentence2"))
     cosines = torch.nn.functional.cosine_similarity(a, b).tolist()

@@ -298,6 +298,14 @@ class QuestionSpans(NamedTuple):
     contexts: list[str]
     answers: list[list[str]]
 
+    @property
+    def samples(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def items(self) -> int:
+        return int(self.padding.sum())
+
 
 class TokenTags(NamedTuple):
     """Sentences with one tag per word, for a token classifier (``task=tag``: named entities).
